@@ -1,0 +1,3 @@
+"""ghindex: GitHub repositories' working state as a portable, versioned snapshot."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,151 @@
+"""`ghindex build`: documents → chunks → embeddings (cached) → LanceDB + manifest.
+
+Only texts whose sha256 is not in the embedding cache go through the model; the
+model is not even loaded when nothing is new. The `chunks` table is brought to
+exactly the current set of chunks by a merge on chunk id, so unchanged rows keep
+their data files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ghindex import __version__, index
+from ghindex.chunking import ChunkSettings, chunk_document
+from ghindex.config import Settings
+from ghindex.documents import iter_documents
+from ghindex.embed import Embedder, canonical_model_name
+from ghindex.errors import StateError
+from ghindex.store import save
+from ghindex.store.state import open_state, transaction
+
+FORMAT_VERSION = 1
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BuildReport:
+    model: str
+    dimension: int
+    documents: int
+    chunks: int
+    embedded: int
+    from_cache: int
+    inserted: int
+    updated: int
+    deleted: int
+    seconds: float
+    counts: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build(
+    settings: Settings,
+    *,
+    model: str | None = None,
+    full: bool = False,
+    chunking: ChunkSettings | None = None,
+    embedder_factory: Callable[[str], Embedder] = Embedder,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Index the state database of `settings.workdir` into `settings.lance_path`."""
+    say = progress or (lambda _msg: None)
+    started = time.perf_counter()
+    started_at = datetime.now(UTC)
+    chunking = chunking or ChunkSettings()
+    model_name = canonical_model_name(model or settings.model)
+
+    if not settings.state_path.exists():
+        raise StateError(f"no state database at {settings.state_path}: run `ghindex fetch` first")
+    db = index.connect(settings.lance_path)
+    if full:
+        index.drop_all(db)
+    index.check_model(db, settings.lance_path, model_name)
+
+    con = open_state(settings.state_path)
+    try:
+        documents = list(iter_documents(con))
+        say(f"{len(documents)} documents")
+        chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
+        hashes = list(dict.fromkeys(c.content_hash for c in chunks))
+        vectors = index.cached_vectors(db, hashes)
+        missing = [h for h in hashes if h not in vectors]
+        texts = {c.content_hash: c.text for c in chunks}
+        built = index.index_model(db)
+        dimension = built[1] if built else 0
+        if missing or not built:
+            say(f"loading model {model_name}")
+            embedder = embedder_factory(model_name)
+            dimension = embedder.dimension
+            say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
+            new_vectors = embedder.encode([texts[h] for h in missing])
+            index.add_to_cache(db, model_name, missing, new_vectors)
+            vectors.update(zip(missing, new_vectors, strict=True))
+        say("writing the index")
+        written = index.write_chunks(db, model_name, chunks, vectors, dimension)
+        counts = dict(sorted(Counter(d.type for d in documents).items()))
+        report = BuildReport(
+            model=model_name,
+            dimension=dimension,
+            documents=len(documents),
+            chunks=len(chunks),
+            embedded=len(missing),
+            from_cache=len(hashes) - len(missing),
+            seconds=round(time.perf_counter() - started, 3),
+            counts=counts,
+            **written,
+        )
+        write_manifest(settings.manifest_path, con, report, chunking)
+        with transaction(con):
+            save.record_run(
+                con,
+                run_id=str(uuid.uuid4()),
+                command="build",
+                started_at=started_at,
+                status="ok",
+                stats=report.as_dict(),
+            )
+    finally:
+        con.close()
+    return report
+
+
+def write_manifest(path: Path, con, report: BuildReport, chunking: ChunkSettings) -> None:
+    """The workdir's manifest: what the index holds and how it was built."""
+    repos: dict[str, dict[str, Any]] = {}
+    for repo, surface, mark in con.execute(
+        "SELECT r.repo, s.surface, s.high_water_mark FROM repos r "
+        "LEFT JOIN sync_state s USING (repo) ORDER BY 1, 2"
+    ).fetchall():
+        cursors = repos.setdefault(repo, {"cursors": {}})["cursors"]
+        if surface:
+            cursors[surface] = mark.isoformat() if mark else None
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "ghindex_version": __version__,
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "repos": repos,
+        "model": {"name": report.model, "dimension": report.dimension},
+        "chunking": chunking.as_dict(),
+        "counts": {**report.counts, "chunks": report.chunks},
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

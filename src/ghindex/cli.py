@@ -1,0 +1,280 @@
+"""The `ghindex` command line: parse, call one library function, print.
+
+stdout carries results (a JSON document with --json); talk goes to stderr.
+Exit codes: 0 success, 1 failure (one line, no traceback unless --debug),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ghindex import __version__
+from ghindex.config import Settings, github_token, load_settings
+from ghindex.errors import GhindexError
+from ghindex.output import emit_json, progress, search_text
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+@dataclass
+class Context:
+    config: str | None
+    workdir: str | None
+    debug: bool
+
+    def settings(self, **flags: object) -> Settings:
+        return load_settings(self.config, workdir=self.workdir, **flags)
+
+
+class _Group(click.Group):
+    """Turns expected failures into one-line messages and exit code 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GhindexError as exc:
+            if ctx.obj is not None and ctx.obj.debug:
+                raise
+            raise click.ClickException(str(exc)) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if ctx.obj is not None and ctx.obj.debug:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise click.ClickException(
+                f"unexpected {type(exc).__name__}: {first} (rerun with --debug for details)"
+            ) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ghindex")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    help="Settings file (default: ./ghindex.toml when it exists).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    help="Local build directory (env GHINDEX_WORKDIR, default .ghindex).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks for failures.")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool) -> None:
+    """GitHub repositories' working state as a searchable, portable snapshot.
+
+    \b
+    Quick start:
+      ghindex demo                                 # offline, on bundled sample data
+      export GITHUB_TOKEN=...
+      ghindex fetch --repo owner/name              # issues and PRs into .ghindex/
+      ghindex build                                # embeddings + full-text index
+      ghindex search "flaky test on windows" --state open -k 5
+    """
+    ctx.obj = Context(config=config, workdir=workdir, debug=debug)
+
+
+@cli.command()
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="OWNER/NAME",
+    help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
+)
+@click.option("--full", is_flag=True, help="Ignore the high-water marks and fetch everything.")
+@json_option
+@click.pass_obj
+def fetch(obj: Context, repos: tuple[str, ...], full: bool, as_json: bool) -> None:
+    """Pull issues and pull requests into WORKDIR/state.duckdb, incrementally.
+
+    Needs GITHUB_TOKEN (or GH_TOKEN). GHINDEX_GRAPHQL_URL points it at GitHub
+    Enterprise Server or any server speaking GitHub's GraphQL schema.
+
+    \b
+    Example:
+      ghindex fetch --repo psf/requests --repo encode/httpx
+    """
+    settings = obj.settings(repos=repos)
+    if not settings.repos:
+        raise click.UsageError("give at least one --repo OWNER/NAME (or `repos` in ghindex.toml)")
+    token = github_token()
+    from ghindex.fetch.client import GraphQLClient
+    from ghindex.ingest import fetch as run_fetch
+
+    with GraphQLClient(settings.graphql_url, token) as client:
+        report = run_fetch(
+            settings.state_path,
+            client,
+            settings.repos,
+            full=full,
+            progress=progress(not as_json),
+        )
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    for repo in report.repos:
+        click.echo(f"{repo.repo}: {repo.issues} issues, {repo.pull_requests} pull requests")
+    click.echo(f"{report.requests} requests to {settings.graphql_url}")
+
+
+@cli.command()
+@click.option(
+    "--model",
+    metavar="NAME_OR_PATH",
+    help="sentence-transformers model (env GHINDEX_MODEL; default all-MiniLM-L6-v2).",
+)
+@click.option("--full", is_flag=True, help="Drop the index and embedding cache; rebuild.")
+@json_option
+@click.pass_obj
+def build(obj: Context, model: str | None, full: bool, as_json: bool) -> None:
+    """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
+
+    Only chunks whose text is new are embedded; the rest come from the cache.
+
+    \b
+    Example:
+      ghindex build
+    """
+    from ghindex.build import build as run_build
+
+    settings = obj.settings(model=model)
+    report = run_build(settings, full=full, progress=progress(not as_json))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items()) or "nothing"
+    click.echo(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
+    click.echo(
+        f"embedded {report.embedded} chunks, {report.from_cache} from the cache "
+        f"({report.model}, {report.seconds:.1f}s)"
+    )
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(["issue", "pull_request"]),
+    help="Only this kind of item.",
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
+    help="Only items in this state.",
+)
+@click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
+@click.option("--author", "authors", multiple=True, metavar="LOGIN", help="Only by this author.")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Number of results."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "sparse"]),
+    default="hybrid",
+    show_default=True,
+    help="hybrid: vectors + BM25 fused by RRF; dense: vectors; sparse: BM25.",
+)
+@click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="Snapshot or workdir to search (default: WORKDIR).",
+)
+@json_option
+@click.pass_obj
+def search(
+    obj: Context,
+    query: str,
+    repos: tuple[str, ...],
+    types: tuple[str, ...],
+    states: tuple[str, ...],
+    labels: tuple[str, ...],
+    authors: tuple[str, ...],
+    k: int,
+    mode: str,
+    snapshot: str | None,
+    as_json: bool,
+) -> None:
+    """Hybrid search over the index.
+
+    \b
+    Examples:
+      ghindex search "flaky test on windows" --state open --label bug -k 5
+      ghindex search "TypeError: cannot pickle" --mode sparse --json
+    """
+    from ghindex.search import Filters, Searcher
+
+    root = Path(snapshot) if snapshot else obj.settings().workdir
+    filters = Filters(
+        repos=repos,
+        types=types,
+        states=tuple(s.lower() for s in states),
+        labels=labels,
+        authors=authors,
+    )
+    response = Searcher(root / "lance").search(query, filters=filters, k=k, mode=mode)
+    if as_json:
+        emit_json(response.as_dict())
+    else:
+        click.echo(search_text(response))
+
+
+@cli.command()
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False),
+    help="Where to build the demo snapshot (default: WORKDIR/demo).",
+)
+@json_option
+@click.pass_obj
+def demo(obj: Context, dest: str | None, as_json: bool) -> None:
+    """Build a snapshot from the bundled sample, offline, and run example searches.
+
+    The sample is real GitHub data recorded by the github3.py project (issues and
+    pull requests of betamax, github3.py, requests and others).
+
+    \b
+    Example:
+      ghindex demo
+    """
+    from ghindex.demo import run_demo
+
+    base = obj.settings()
+    settings = Settings(
+        workdir=Path(dest) if dest else base.workdir / "demo",
+        graphql_url=base.graphql_url,
+        model=base.model,
+    )
+    report = run_demo(settings, progress=progress(not as_json))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(
+        f"loaded {report.issues} issues and {report.pull_requests} pull requests "
+        f"of {report.repos} repositories into {settings.workdir}"
+    )
+    click.echo(
+        f"indexed {report.build.chunks} chunks ({report.build.embedded} embedded, "
+        f"{report.build.from_cache} from the cache) with {report.build.model}"
+    )
+    for response in report.searches:
+        filters = " ".join(f"--{k.rstrip('s')} {' '.join(v)}" for k, v in response.filters.items())
+        click.echo(
+            f"\n$ ghindex search {response.query!r} --mode {response.mode} {filters}".rstrip()
+        )
+        click.echo(search_text(response))
+    click.echo(f'\nTry your own: ghindex search --snapshot {settings.workdir} "your question"')
+
+
+def main() -> None:
+    cli(prog_name="ghindex")

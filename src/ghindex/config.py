@@ -1,0 +1,126 @@
+"""Settings: command-line flag > environment variable > ghindex.toml > default.
+
+Secrets (the GitHub token) come only from the environment, never from the TOML
+file or argv. GHINDEX_WORKDIR moves everything a run writes, so tests and CI can
+point a whole run at a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ghindex.errors import ConfigError
+
+DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
+DEFAULT_WORKDIR = ".ghindex"
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+CONFIG_FILE = "ghindex.toml"
+
+# TOML key -> environment variable. A key absent here is an error in the file.
+_ENV_FOR_KEY = {
+    "workdir": "GHINDEX_WORKDIR",
+    "graphql_url": "GHINDEX_GRAPHQL_URL",
+    "store": "GHINDEX_STORE",
+    "model": "GHINDEX_MODEL",
+    "repos": None,
+}
+_SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
+_REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    workdir: Path
+    graphql_url: str
+    model: str
+    store: str | None = None
+    repos: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def state_path(self) -> Path:
+        return self.workdir / "state.duckdb"
+
+    @property
+    def lance_path(self) -> Path:
+        return self.workdir / "lance"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.workdir / "manifest.json"
+
+
+def load_settings(config_path: str | Path | None = None, **flags: object) -> Settings:
+    """Resolve settings. `flags` holds command-line values; None means "not given"."""
+    file_values = _read_toml(config_path)
+
+    def pick(key: str, default: object) -> object:
+        if flags.get(key) not in (None, ()):
+            return flags[key]
+        env = _ENV_FOR_KEY.get(key)
+        if env and os.environ.get(env):
+            return os.environ[env]
+        if key in file_values:
+            return file_values[key]
+        return default
+
+    repos = pick("repos", ())
+    if isinstance(repos, str) or not all(isinstance(r, str) for r in repos):
+        raise ConfigError("repos must be a list of 'owner/name' strings")
+    return Settings(
+        workdir=Path(str(pick("workdir", DEFAULT_WORKDIR))).expanduser(),
+        graphql_url=str(pick("graphql_url", DEFAULT_GRAPHQL_URL)),
+        model=str(pick("model", DEFAULT_MODEL)),
+        store=(str(pick("store", "")) or None),
+        repos=tuple(parse_repo(r) for r in repos),
+    )
+
+
+def parse_repo(value: str) -> str:
+    """Normalise 'owner/name' (also accepts a github.com URL); reject anything else."""
+    text = value.strip().removesuffix("/").removesuffix(".git")
+    for prefix in ("https://github.com/", "http://github.com/", "github.com/"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    if not _REPO_RE.match(text):
+        raise ConfigError(f"not a repository: {value!r}: use the form owner/name")
+    return text
+
+
+def github_token() -> str:
+    """The token for GitHub's API, from GITHUB_TOKEN or GH_TOKEN."""
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+    if not token or not token.strip():
+        raise ConfigError(
+            "GITHUB_TOKEN is not set: export a token with read access to the repositories "
+            "(GH_TOKEN works too)"
+        )
+    return token.strip()
+
+
+def _read_toml(config_path: str | Path | None) -> dict[str, object]:
+    if config_path is None:
+        path = Path(CONFIG_FILE)
+        if not path.exists():
+            return {}
+    else:
+        path = Path(config_path)
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}")
+    try:
+        values = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for key in values:
+        if key.lower() in _SECRET_KEYS:
+            raise ConfigError(
+                f"{path}: secrets are never read from the config file ({key!r}): "
+                "export GITHUB_TOKEN instead"
+            )
+        if key not in _ENV_FOR_KEY:
+            known = ", ".join(sorted(_ENV_FOR_KEY))
+            raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+    return values

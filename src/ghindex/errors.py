@@ -1,0 +1,29 @@
+"""Expected failures. Each message says what was wrong and what to do about it.
+
+The CLI prints these as one line and exits 1; anything else is a bug and gets a
+traceback only with --debug.
+"""
+
+
+class GhindexError(Exception):
+    """A failure the user can act on."""
+
+
+class ConfigError(GhindexError):
+    """Bad configuration: a flag, an environment variable or ghindex.toml."""
+
+
+class GitHubError(GhindexError):
+    """GitHub (or the configured GraphQL endpoint) refused or failed a request."""
+
+
+class RepoNotFound(GitHubError):
+    """The repository does not exist or the token cannot see it."""
+
+
+class StateError(GhindexError):
+    """The local state database is missing, locked or from a newer ghindex."""
+
+
+class IndexUnusable(GhindexError):
+    """The index is missing or was built in a way this command cannot use."""

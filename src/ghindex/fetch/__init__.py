@@ -1,0 +1,1 @@
+"""Fetching from GitHub's GraphQL API: network only, generators of pages."""

@@ -1,0 +1,240 @@
+"""The LanceDB side of a snapshot: the `chunks` table and the embedding cache.
+
+`chunks` holds one row per chunk with its vector, its text (full-text indexed)
+and the metadata filters test. Its schema here is the single source of truth.
+The table's schema metadata records the embedding model; writing vectors of
+another model into it is refused, never mixed.
+
+`embeddings` maps the sha256 of an embedded text to its vector. It outlives the
+chunks that produced it, so relabelling an issue, reordering documents or
+rebuilding an unchanged repository costs no model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ghindex.chunking import Chunk
+from ghindex.errors import IndexUnusable
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+import lancedb
+from lancedb.index import FTS
+
+CHUNKS = "chunks"
+EMBEDDINGS = "embeddings"
+MODEL_KEY = b"ghindex.model"
+DIMENSION_KEY = b"ghindex.dimension"
+
+
+def chunks_schema(model: str, dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("handle", pa.string(), nullable=False),
+            pa.field("repo", pa.string(), nullable=False),
+            pa.field("type", pa.string(), nullable=False),
+            pa.field("number", pa.int64()),
+            pa.field("chunk_index", pa.int32(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+            pa.field("state", pa.string()),
+            pa.field("labels", pa.list_(pa.string())),
+            pa.field("author", pa.string()),
+            pa.field("assignees", pa.list_(pa.string())),
+            pa.field("milestone", pa.string()),
+            pa.field("path", pa.string()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC")),
+            pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+            pa.field("url", pa.string()),
+            pa.field("content_hash", pa.string(), nullable=False),
+            # hash of every column a reader sees: rows whose row_hash is unchanged
+            # are not rewritten by a rebuild
+            pa.field("row_hash", pa.string(), nullable=False),
+        ],
+        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+    )
+
+
+def embeddings_schema(model: str, dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ],
+        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+    )
+
+
+def connect(path: Path) -> lancedb.DBConnection:
+    return lancedb.connect(str(path))
+
+
+def table_names(db: lancedb.DBConnection) -> list[str]:
+    return list(db.list_tables().tables)
+
+
+def index_model(db: lancedb.DBConnection) -> tuple[str, int] | None:
+    """(model, dimension) the index was built with, or None for an empty directory."""
+    for name in (CHUNKS, EMBEDDINGS):
+        if name in table_names(db):
+            meta = db.open_table(name).schema.metadata or {}
+            if MODEL_KEY in meta:
+                return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
+    return None
+
+
+def check_model(db: lancedb.DBConnection, path: Path, model: str) -> None:
+    built = index_model(db)
+    if built and built[0] != model:
+        raise IndexUnusable(
+            f"the index in {path} was built with model {built[0]!r}, not {model!r}: "
+            f"pass --model {built[0]!r}, or --full to rebuild the index with the new model"
+        )
+
+
+def drop_all(db: lancedb.DBConnection) -> None:
+    for name in table_names(db):
+        db.drop_table(name)
+
+
+def cached_vectors(db: lancedb.DBConnection, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+    """Vectors already computed for these content hashes."""
+    wanted = set(hashes)
+    if EMBEDDINGS not in table_names(db) or not wanted:
+        return {}
+    table = db.open_table(EMBEDDINGS).to_arrow()
+    found = {}
+    keys = table.column("content_hash").to_pylist()
+    vectors = table.column("vector").combine_chunks()
+    flat = vectors.values.to_numpy(zero_copy_only=False).reshape(len(keys), -1) if keys else None
+    for row, key in enumerate(keys):
+        if key in wanted:
+            found[key] = flat[row]
+    return found
+
+
+def add_to_cache(
+    db: lancedb.DBConnection, model: str, hashes: Sequence[str], vectors: np.ndarray
+) -> None:
+    if not hashes:
+        return
+    dimension = vectors.shape[1]
+    schema = embeddings_schema(model, dimension)
+    batch = pa.table(
+        {
+            "content_hash": pa.array(hashes, pa.string()),
+            "vector": _vector_array(vectors, dimension),
+        },
+        schema=schema,
+    )
+    if EMBEDDINGS in table_names(db):
+        table = db.open_table(EMBEDDINGS)
+        table.merge_insert("content_hash").when_not_matched_insert_all().execute(batch)
+    else:
+        db.create_table(EMBEDDINGS, batch, schema=schema)
+
+
+def write_chunks(
+    db: lancedb.DBConnection,
+    model: str,
+    chunks: Sequence[Chunk],
+    vectors: dict[str, np.ndarray],
+    dimension: int,
+) -> dict[str, int]:
+    """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted."""
+    schema = chunks_schema(model, dimension)
+    table_data = _chunk_rows(chunks, vectors, schema, dimension)
+    if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
+        # written by another ghindex version: recreate it (vectors come from the cache)
+        db.drop_table(CHUNKS)
+    if CHUNKS not in table_names(db):
+        table = db.create_table(CHUNKS, table_data, schema=schema)
+        result = {"inserted": table_data.num_rows, "updated": 0, "deleted": 0}
+    else:
+        table = db.open_table(CHUNKS)
+        merged = (
+            table.merge_insert("id")
+            .when_matched_update_all(where="target.row_hash != source.row_hash")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete()
+            .execute(table_data)
+        )
+        result = {
+            "inserted": merged.num_inserted_rows,
+            "updated": merged.num_updated_rows,
+            "deleted": merged.num_deleted_rows,
+        }
+    _ensure_fts(table)
+    return result
+
+
+def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.remove_metadata().equals(b.remove_metadata())
+
+
+def _ensure_fts(table) -> None:
+    if not any(i.index_type == "FTS" for i in table.list_indices()):
+        table.create_index("text", config=FTS(with_position=False))
+    else:
+        table.optimize()
+
+
+def _chunk_rows(
+    chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], schema: pa.Schema, dimension: int
+) -> pa.Table:
+    matrix = (
+        np.stack([vectors[c.content_hash] for c in chunks]).astype(np.float32)
+        if chunks
+        else np.zeros((0, dimension), dtype=np.float32)
+    )
+    docs = [c.document for c in chunks]
+    columns = {
+        "id": [c.id for c in chunks],
+        "handle": [d.handle for d in docs],
+        "repo": [d.repo for d in docs],
+        "type": [d.type for d in docs],
+        "number": [d.number for d in docs],
+        "chunk_index": [c.index for c in chunks],
+        "title": [d.title for d in docs],
+        "text": [c.text for c in chunks],
+        "vector": _vector_array(matrix, dimension),
+        "state": [d.state for d in docs],
+        "labels": [list(d.labels) for d in docs],
+        "author": [d.author for d in docs],
+        "assignees": [list(d.assignees) for d in docs],
+        "milestone": [d.milestone for d in docs],
+        "path": [d.path for d in docs],
+        "created_at": [d.created_at for d in docs],
+        "updated_at": [d.updated_at for d in docs],
+        "url": [d.url for d in docs],
+        "content_hash": [c.content_hash for c in chunks],
+    }
+    visible = [values for name, values in columns.items() if name != "vector"]
+    columns["row_hash"] = [_row_hash(row) for row in zip(*visible, strict=True)]
+    return pa.table(
+        {
+            name: pa.array(values, schema.field(name).type) if name != "vector" else values
+            for name, values in columns.items()
+        },
+        schema=schema,
+    )
+
+
+def _row_hash(values: tuple) -> str:
+    encoded = json.dumps(values, default=str, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def _vector_array(matrix: np.ndarray, dimension: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel(), pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, dimension)

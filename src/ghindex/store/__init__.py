@@ -1,0 +1,1 @@
+"""The state database: schema migrations and saving fetched nodes (no network)."""

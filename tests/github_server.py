@@ -1,0 +1,869 @@
+"""A local stand-in for GitHub's GraphQL API, for the test suite.
+
+Queries run against GitHub's real published schema (vendored in ``github_schema/``), so a
+query that GitHub would reject for its shape is rejected here too. Data comes from fixture
+dicts on the server instance, shaped exactly like the GraphQL response nodes.
+
+    with GitHubServer() as server:
+        server.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
+        monkeypatch.setenv("GHINDEX_GRAPHQL_URL", server.url)
+        ...
+        assert [r["operation"] for r in server.requests] == ["Repository", "Issues"]
+
+Only what ghindex asks for is implemented: ``rateLimit``, ``repository`` and its
+``issues``/``pullRequests`` connections. Everything below a node is served straight from the
+fixture dicts (nested connections such as ``labels`` are ``{"nodes": [...]}`` dicts).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import inspect
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLInt,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    TypeInfo,
+    TypeInfoVisitor,
+    VariableNode,
+    Visitor,
+    build_schema,
+    execute_sync,
+    get_named_type,
+    parse,
+    validate,
+    value_from_ast,
+    value_from_ast_untyped,
+    visit,
+)
+
+SCHEMA_PATH = Path(__file__).parent / "github_schema" / "schema.graphql"
+DOCS_URL = "https://docs.github.com/graphql"
+PAGE_LIMIT = 100  # GitHub's maximum for `first`/`last`
+DEFAULT_TOKEN = "ghp_test_token"
+
+_JSON = "application/json; charset=utf-8"
+_ISSUES = "__test_server_issues"
+_PULLS = "__test_server_pull_requests"
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@functools.cache
+def load_schema() -> GraphQLSchema:
+    """GitHub's schema with this server's resolvers attached (built once, ~0.6 s).
+
+    The resolvers only act when executed with a ``GitHubServer`` as ``context_value``;
+    validation and static checks need no context.
+    """
+    sdl = SCHEMA_PATH.read_text(encoding="utf-8")
+    # The published SDL does not pass graphql-core's own SDL validation, hence assume_valid*.
+    schema = build_schema(sdl, assume_valid_sdl=True, assume_valid=True)
+    query = schema.query_type
+    assert query is not None
+    query.fields["rateLimit"].resolve = _resolve_rate_limit
+    query.fields["repository"].resolve = _resolve_repository
+    repository = schema.type_map["Repository"]
+    assert isinstance(repository, GraphQLObjectType)
+    repository.fields["issues"].resolve = _resolve_issues
+    repository.fields["pullRequests"].resolve = _resolve_pull_requests
+    return schema
+
+
+def _strict(function: Callable[..., Any]) -> dict[str, Any]:
+    # graphql-core 3.3 accepts `field { }` unless told otherwise; GitHub (and 3.2) do not.
+    if "allow_empty_selection_sets" in inspect.signature(function).parameters:
+        return {"allow_empty_selection_sets": False}
+    return {}
+
+
+def parse_document(source: str) -> DocumentNode:
+    return parse(source, **_strict(parse))
+
+
+def validate_document(schema: GraphQLSchema, document: DocumentNode) -> list[GraphQLError]:
+    return validate(schema, document, **_strict(validate))
+
+
+# --------------------------------------------------------------- pagination checks
+
+
+@dataclass(frozen=True)
+class _Problem:
+    message: str
+    type: str
+    path: tuple[str, ...]
+    locations: tuple[dict[str, int], ...]
+
+    def as_error(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "path": list(self.path),
+            "locations": list(self.locations),
+            "message": self.message,
+        }
+
+
+_UNKNOWN = object()  # an argument given as a variable whose value is not known
+
+
+class _PaginationVisitor(Visitor):
+    """Applies GitHub's pagination rules, which are not part of GraphQL validation."""
+
+    def __init__(
+        self,
+        type_info: TypeInfo,
+        fragments: Mapping[str, FragmentDefinitionNode],
+        variables: Mapping[str, Any] | None,
+    ) -> None:
+        super().__init__()
+        self.type_info = type_info
+        self.fragments = fragments
+        self.variables = variables
+        self.path: list[str] = []
+        self.problems: list[_Problem] = []
+
+    def enter_operation_definition(self, *_: Any) -> None:
+        self.path = []
+
+    def enter_fragment_definition(self, *_: Any) -> None:
+        self.path = []
+
+    def enter_field(self, node: FieldNode, *_: Any) -> None:
+        self.path.append(node.alias.value if node.alias else node.name.value)
+        definition = self.type_info.get_field_def()
+        if definition is None:
+            return
+        named = get_named_type(definition.type)
+        if isinstance(named, GraphQLObjectType) and named.name.endswith("Connection"):
+            self._check(node)
+
+    def leave_field(self, *_: Any) -> None:
+        self.path.pop()
+
+    def _check(self, node: FieldNode) -> None:
+        name = node.name.value
+        loc = node.loc.source.get_location(node.loc.start) if node.loc else None
+        locations = ({"line": loc.line, "column": loc.column},) if loc else ()
+
+        def problem(message: str, kind: str) -> None:
+            self.problems.append(_Problem(message, kind, tuple(self.path), locations))
+
+        first = self._argument(node, "first")
+        last = self._argument(node, "last")
+        # GitHub lets `issues { totalCount }` through; asking for items needs a bound.
+        if first is None and last is None and _selects_items(node.selection_set, self.fragments):
+            problem(
+                f"You must provide a `first` or `last` value to properly paginate "
+                f"the `{name}` connection.",
+                "MISSING_PAGINATION_BOUNDARIES",
+            )
+        for argument, value in (("first", first), ("last", last)):
+            if isinstance(value, int) and value > PAGE_LIMIT:
+                problem(
+                    f"Requesting {value} records on the `{name}` connection exceeds the "
+                    f"`{argument}` limit of {PAGE_LIMIT} records.",
+                    "EXCESSIVE_PAGINATION",
+                )
+
+    def _argument(self, node: FieldNode, name: str) -> Any:
+        for argument in node.arguments or ():
+            if argument.name.value != name:
+                continue
+            if isinstance(argument.value, VariableNode):
+                if self.variables is None:
+                    return _UNKNOWN
+                return self.variables.get(argument.value.name.value)
+            value = value_from_ast(argument.value, GraphQLInt)
+            return value if isinstance(value, int) else None
+        return None
+
+
+def _selects_items(
+    selection_set: SelectionSetNode | None,
+    fragments: Mapping[str, FragmentDefinitionNode],
+    seen: frozenset[str] = frozenset(),
+) -> bool:
+    """Whether `nodes` or `edges` is selected, looking through fragments."""
+    for selection in selection_set.selections if selection_set else ():
+        if isinstance(selection, FieldNode):
+            if selection.name.value in ("nodes", "edges"):
+                return True
+        elif isinstance(selection, InlineFragmentNode):
+            if _selects_items(selection.selection_set, fragments, seen):
+                return True
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = fragments.get(name)
+            if (
+                fragment
+                and name not in seen
+                and _selects_items(fragment.selection_set, fragments, seen | {name})
+            ):
+                return True
+    return False
+
+
+def _pagination_problems(
+    schema: GraphQLSchema, document: DocumentNode, variables: Mapping[str, Any] | None
+) -> list[_Problem]:
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    if variables is not None:
+        # Defaults from the variable definitions, overridden by the request's values.
+        merged: dict[str, Any] = {}
+        for definition in document.definitions:
+            if isinstance(definition, OperationDefinitionNode):
+                for var in definition.variable_definitions or ():
+                    if var.default_value is not None:
+                        merged[var.variable.name.value] = value_from_ast_untyped(var.default_value)
+        merged.update(variables)
+        variables = merged
+    type_info = TypeInfo(schema)
+    visitor = _PaginationVisitor(type_info, fragments, variables)
+    visit(document, TypeInfoVisitor(type_info, visitor))
+    return visitor.problems
+
+
+def connection_errors(
+    schema: GraphQLSchema,
+    document: DocumentNode | str,
+    variables: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """GitHub's pagination errors for a (schema-valid) document, as messages.
+
+    Without ``variables`` the check is static: a `first`/`last` given as a variable counts as
+    present and within limits. With ``variables`` their values (or defaults) are checked.
+    """
+    if isinstance(document, str):
+        document = parse_document(document)
+    return [p.message for p in _pagination_problems(schema, document, variables)]
+
+
+# ------------------------------------------------------------------------ resolvers
+
+
+class GitHubAPIError(Exception):
+    """An error a resolver reports the way GitHub does: message plus a top-level `type`."""
+
+    def __init__(self, message: str, type: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type = type
+
+
+def parse_time(value: str) -> datetime:
+    """Parse GitHub's ISO-8601 times ("2015-03-01T12:00:00Z"); naive means UTC."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise GitHubAPIError(f"Could not coerce value {value!r} to DateTime") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _server(info: Any) -> GitHubServer:
+    server = info.context
+    if not isinstance(server, GitHubServer):
+        raise RuntimeError("execute with a GitHubServer as context_value")
+    return server
+
+
+def _resolve_rate_limit(_root: Any, info: Any, dryRun: bool = False) -> dict[str, Any]:
+    return dict(_server(info).rate_limit)
+
+
+def _resolve_repository(
+    _root: Any, info: Any, owner: str, name: str, followRenames: bool = True
+) -> dict[str, Any]:
+    entry = _server(info).find_repo(owner, name)
+    if entry is None:
+        raise GitHubAPIError(
+            f"Could not resolve to a Repository with the name '{owner}/{name}'.", "NOT_FOUND"
+        )
+    return {
+        **entry.get("repository", {}),
+        _ISSUES: entry.get("issues", []),
+        _PULLS: entry.get("pullRequests", []),
+    }
+
+
+def _label_names(node: Mapping[str, Any]) -> set[str]:
+    return {label["name"] for label in (node.get("labels") or {}).get("nodes") or ()}
+
+
+def _resolve_issues(
+    repository: Mapping[str, Any],
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    orderBy: Mapping[str, str] | None = None,
+    filterBy: Mapping[str, Any] | None = None,
+    states: list[str] | None = None,
+    labels: list[str] | None = None,
+) -> dict[str, Any]:
+    filters = dict(filterBy or {})
+    since = filters.pop("since", None)
+    filter_states = filters.pop("states", None)
+    filter_labels = filters.pop("labels", None)
+    if filters.pop("viewerSubscribed", False):
+        raise GitHubAPIError("test server: filterBy.viewerSubscribed is not supported")
+    unsupported = sorted(k for k, v in filters.items() if v is not None)
+    if unsupported:
+        raise GitHubAPIError(f"test server: filterBy.{unsupported[0]} is not supported")
+    since_time = parse_time(since) if since is not None else None
+
+    def keep(node: Mapping[str, Any]) -> bool:
+        if since_time is not None and parse_time(node["updatedAt"]) < since_time:
+            return False
+        for wanted in (states, filter_states):
+            if wanted is not None and node["state"] not in wanted:
+                return False
+        for wanted in (labels, filter_labels):
+            if wanted is not None and not _label_names(node) & set(wanted):
+                return False
+        return True
+
+    return _connection(repository[_ISSUES], keep, orderBy, first, after, last, before)
+
+
+def _resolve_pull_requests(
+    repository: Mapping[str, Any],
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    orderBy: Mapping[str, str] | None = None,
+    states: list[str] | None = None,
+    labels: list[str] | None = None,
+    baseRefName: str | None = None,
+    headRefName: str | None = None,
+) -> dict[str, Any]:
+    def keep(node: Mapping[str, Any]) -> bool:
+        if states is not None and node["state"] not in states:
+            return False
+        if labels is not None and not _label_names(node) & set(labels):
+            return False
+        if baseRefName is not None and node["baseRefName"] != baseRefName:
+            return False
+        return headRefName is None or node["headRefName"] == headRefName
+
+    return _connection(repository[_PULLS], keep, orderBy, first, after, last, before)
+
+
+_ORDER_KEYS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "CREATED_AT": lambda node: parse_time(node["createdAt"]),
+    "UPDATED_AT": lambda node: parse_time(node["updatedAt"]),
+    "COMMENTS": lambda node: node["comments"]["totalCount"],
+}
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.b64encode(f"cursor:v2:{offset}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.b64decode(cursor.encode(), validate=True).decode()
+        prefix, _, offset = text.rpartition(":")
+        if prefix == "cursor:v2" and offset.isdigit():
+            return int(offset)
+    except (binascii.Error, UnicodeError):
+        pass
+    raise GitHubAPIError(f"`{cursor}` does not appear to be a valid cursor.", "INVALID_CURSOR")
+
+
+def _connection(
+    items: Iterable[Mapping[str, Any]],
+    keep: Callable[[Mapping[str, Any]], bool],
+    order_by: Mapping[str, str] | None,
+    first: int | None,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+) -> dict[str, Any]:
+    order = order_by or {"field": "CREATED_AT", "direction": "ASC"}
+    by = _ORDER_KEYS[order["field"]]
+    selected = sorted(
+        (node for node in items if keep(node)),
+        key=lambda node: (by(node), node["number"]),
+        reverse=order["direction"] == "DESC",
+    )
+    for argument, value in (("first", first), ("last", last)):
+        if value is not None and value < 0:
+            raise GitHubAPIError(f"`{argument}` cannot be negative")
+    start, end = 0, len(selected)
+    if after is not None:
+        start = min(decode_cursor(after) + 1, end)
+    if before is not None:
+        end = max(min(decode_cursor(before), end), start)
+    if first is not None:
+        end = min(end, start + first)
+    if last is not None:
+        start = max(start, end - last)
+    edges = [
+        {"cursor": encode_cursor(offset), "node": selected[offset]} for offset in range(start, end)
+    ]
+    return {
+        "totalCount": len(selected),
+        "nodes": [edge["node"] for edge in edges],
+        "edges": edges,
+        "pageInfo": {
+            "hasNextPage": end < len(selected),
+            "hasPreviousPage": start > 0,
+            "startCursor": edges[0]["cursor"] if edges else None,
+            "endCursor": edges[-1]["cursor"] if edges else None,
+        },
+    }
+
+
+# ------------------------------------------------------------------ fixture builders
+
+_EPOCH = datetime(2015, 1, 1, tzinfo=UTC)
+
+
+def _node_id(prefix: str, key: str) -> str:
+    return prefix + base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def repository_node(name_with_owner: str = "octo/hello", **fields: Any) -> dict[str, Any]:
+    """A repository as repository.graphql selects it; keyword args override fields."""
+    node = {
+        "id": _node_id("R_", name_with_owner),
+        "nameWithOwner": name_with_owner,
+        "description": None,
+        "url": f"https://github.com/{name_with_owner}",
+        "isPrivate": False,
+        "isArchived": False,
+        "isFork": False,
+        "createdAt": format_time(_EPOCH),
+        "updatedAt": format_time(_EPOCH),
+        "pushedAt": format_time(_EPOCH),
+        "defaultBranchRef": {"name": "main"},
+    }
+    node.update(fields)
+    return node
+
+
+def _item_node(kind: str, number: int, repo: str) -> dict[str, Any]:
+    created = format_time(_EPOCH + timedelta(hours=number))
+    return {
+        "id": _node_id("I_" if kind == "issues" else "PR_", f"{repo}#{number}"),
+        "number": number,
+        "title": f"{'Issue' if kind == 'issues' else 'Pull request'} {number}",
+        "body": "",
+        "url": f"https://github.com/{repo}/{kind}/{number}",
+        "state": "OPEN",
+        "locked": False,
+        "author": {"__typename": "User", "login": "octocat"},
+        "authorAssociation": "CONTRIBUTOR",
+        "createdAt": created,
+        "updatedAt": created,
+        "closedAt": None,
+        "milestone": None,
+        "labels": {"nodes": []},
+        "assignees": {"nodes": []},
+        "comments": {"totalCount": 0},
+        "reactions": {"totalCount": 0},
+    }
+
+
+def issue_node(number: int, repo: str = "octo/hello", **fields: Any) -> dict[str, Any]:
+    """An issue as issues.graphql selects it; keyword args (GraphQL names) override fields."""
+    node = _item_node("issues", number, repo)
+    node["stateReason"] = None
+    node.update(fields)
+    return node
+
+
+def pull_request_node(number: int, repo: str = "octo/hello", **fields: Any) -> dict[str, Any]:
+    """A pull request as pull_requests.graphql selects it; keyword args override fields."""
+    node = _item_node("pull", number, repo)
+    node.update(
+        isDraft=False,
+        merged=False,
+        mergedAt=None,
+        baseRefName="main",
+        headRefName=f"feature-{number}",
+        additions=1,
+        deletions=0,
+        changedFiles=1,
+    )
+    node.update(fields)
+    return node
+
+
+# --------------------------------------------------------------------------- server
+
+
+@dataclass
+class _Fault:
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str]
+    remaining: int
+    skip: int
+
+
+@dataclass
+class _Response:
+    status: int
+    body: bytes = b""
+    content_type: str = _JSON
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Response:
+    return _Response(status, json.dumps(payload).encode(), _JSON, dict(headers or {}))
+
+
+def _default_fault_body(status: int) -> tuple[bytes, str]:
+    if status in (502, 503, 504):
+        phrase = HTTPStatus(status).phrase
+        html = (
+            "<html><head><title>Unicorn! &middot; GitHub</title></head><body>"
+            f"<h1>{status} {phrase}</h1><p>No server is currently available to service "
+            "your request. Sorry about that.</p></body></html>"
+        )
+        return html.encode(), "text/html; charset=utf-8"
+    if status in (403, 429):
+        message = (
+            "You have exceeded a secondary rate limit. Please wait a few minutes before "
+            "you try again."
+        )
+    else:
+        try:
+            message = HTTPStatus(status).phrase
+        except ValueError:
+            message = "Error"
+    return json.dumps({"message": message, "documentation_url": DOCS_URL}).encode(), _JSON
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    app: GitHubServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+
+    def version_string(self) -> str:
+        return "GitHub.com"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        self._send(self.server.app._handle(self.path, self.headers.get("Authorization"), raw))
+
+    def do_GET(self) -> None:
+        self._send(_json_response(404, {"message": "Not Found", "documentation_url": DOCS_URL}))
+
+    def _send(self, response: _Response) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(response.body)
+
+
+class GitHubServer:
+    """GitHub's GraphQL endpoint on 127.0.0.1, serving ``repos``; use as a context manager.
+
+    ``repos`` maps "owner/name" to ``{"repository": {...}, "issues": [...],
+    "pullRequests": [...]}``. ``requests`` logs every POST as
+    ``{"operation", "variables", "status"}``. ``rate_limit`` is what ``rateLimit`` returns
+    (and feeds the x-ratelimit-* headers). Requests are handled one at a time under
+    ``lock``; hold it to change ``repos`` while a client may be running.
+    """
+
+    def __init__(self, token: str = DEFAULT_TOKEN) -> None:
+        self.token = token
+        self.repos: dict[str, dict[str, Any]] = {}
+        self.requests: list[dict[str, Any]] = []
+        reset = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+        self.rate_limit: dict[str, Any] = {
+            "cost": 1,
+            "limit": 5000,
+            "remaining": 4999,
+            "used": 1,
+            "resetAt": format_time(reset),
+            "nodeCount": 1,
+        }
+        self.lock = threading.RLock()
+        self._faults: deque[_Fault] = deque()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.schema = load_schema()
+
+    # -- lifecycle
+
+    def start(self) -> GitHubServer:
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.app = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="github-graphql-test-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> GitHubServer:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/graphql"
+
+    # -- fixtures
+
+    def add_repo(
+        self,
+        name_with_owner: str,
+        *,
+        issues: Iterable[dict[str, Any]] = (),
+        pull_requests: Iterable[dict[str, Any]] = (),
+        **repository_fields: Any,
+    ) -> dict[str, Any]:
+        """Register a repository (defaults from ``repository_node``) and return its entry."""
+        entry = {
+            "repository": repository_node(name_with_owner, **repository_fields),
+            "issues": list(issues),
+            "pullRequests": list(pull_requests),
+        }
+        with self.lock:
+            self.repos[name_with_owner] = entry
+        return entry
+
+    def find_repo(self, owner: str, name: str) -> dict[str, Any] | None:
+        wanted = f"{owner}/{name}".lower()
+        for key, entry in self.repos.items():
+            if key.lower() == wanted:
+                return entry
+        return None
+
+    # -- fault injection (faults fire in the order they were queued)
+
+    def fail_requests(
+        self,
+        n: int = 1,
+        status: int = 502,
+        body: str | bytes | Mapping[str, Any] | list[Any] | None = None,
+        after: int = 0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Answer the next ``n`` requests, after letting ``after`` through, with ``status``.
+
+        ``body`` defaults to GitHub-like text for the status (an HTML page for 502-504, a
+        JSON ``message`` otherwise); a dict/list is sent as JSON, str/bytes as-is.
+        """
+        if body is None:
+            raw, content_type = _default_fault_body(status)
+        elif isinstance(body, (Mapping, list)):
+            raw, content_type = json.dumps(body).encode(), _JSON
+        else:
+            raw = body.encode() if isinstance(body, str) else body
+            content_type = _JSON if raw.lstrip()[:1] in (b"{", b"[") else "text/plain"
+        with self.lock:
+            self._faults.append(_Fault(status, raw, content_type, dict(headers or {}), n, after))
+
+    def graphql_error_next(self, message: str, type: str | None = None) -> None:
+        """Answer the next request with HTTP 200 and ``{"data": null, "errors": [...]}``."""
+        error: dict[str, Any] = {"message": message}
+        if type is not None:
+            error["type"] = type
+        body = json.dumps({"data": None, "errors": [error]}).encode()
+        with self.lock:
+            self._faults.append(_Fault(200, body, _JSON, self._rate_limit_headers(), 1, 0))
+
+    # -- request handling
+
+    def _take_fault(self) -> _Fault | None:
+        if not self._faults:
+            return None
+        fault = self._faults[0]
+        if fault.skip > 0:
+            fault.skip -= 1
+            return None
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            self._faults.popleft()
+        return fault
+
+    def _authorized(self, header: str | None) -> bool:
+        scheme, _, credential = (header or "").strip().partition(" ")
+        return scheme.lower() in ("bearer", "token") and credential.strip() == self.token
+
+    def _rate_limit_headers(self) -> dict[str, str]:
+        limit = self.rate_limit
+        return {
+            "X-RateLimit-Limit": str(limit["limit"]),
+            "X-RateLimit-Remaining": str(limit["remaining"]),
+            "X-RateLimit-Used": str(limit["used"]),
+            "X-RateLimit-Reset": str(int(parse_time(limit["resetAt"]).timestamp())),
+            "X-RateLimit-Resource": "graphql",
+        }
+
+    def _handle(self, path: str, authorization: str | None, raw: bytes) -> _Response:
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            payload = None
+        query = payload.get("query") if payload else None
+        variables = payload.get("variables") if payload else None
+        operation = payload.get("operationName") if payload else None
+        document: DocumentNode | GraphQLError | None = None
+        if isinstance(query, str):
+            try:
+                document = parse_document(query)
+            except GraphQLError as error:
+                document = error
+        if operation is None and isinstance(document, DocumentNode):
+            names = [
+                d.name.value if d.name else None
+                for d in document.definitions
+                if isinstance(d, OperationDefinitionNode)
+            ]
+            operation = names[0] if len(names) == 1 else None
+
+        with self.lock:
+            fault = self._take_fault()
+            if fault is not None:
+                response = _Response(fault.status, fault.body, fault.content_type, fault.headers)
+            elif path.split("?", 1)[0].rstrip("/") != "/graphql":
+                response = _json_response(
+                    404, {"message": "Not Found", "documentation_url": DOCS_URL}
+                )
+            elif not self._authorized(authorization):
+                response = _json_response(
+                    401,
+                    {"message": "Bad credentials", "documentation_url": DOCS_URL, "status": "401"},
+                )
+            elif payload is None:
+                response = _json_response(
+                    400, {"message": "Problems parsing JSON", "documentation_url": DOCS_URL}
+                )
+            else:
+                response = _json_response(
+                    200,
+                    self._execute(document, variables, operation),
+                    self._rate_limit_headers(),
+                )
+            self.requests.append(
+                {
+                    "operation": operation,
+                    "variables": dict(variables) if isinstance(variables, dict) else {},
+                    "status": response.status,
+                }
+            )
+        return response
+
+    def _execute(
+        self,
+        document: DocumentNode | GraphQLError | None,
+        variables: Any,
+        operation: str | None,
+    ) -> dict[str, Any]:
+        if document is None:
+            message = "A query attribute must be specified and must be a string."
+            return {"errors": [{"message": message}]}
+        if isinstance(document, GraphQLError):
+            return {"errors": [document.formatted]}
+        if variables is None:
+            variables = {}
+        if not isinstance(variables, dict):
+            return {"errors": [{"message": "Variables are invalid JSON."}]}
+        errors = validate_document(self.schema, document)
+        if errors:
+            return {"errors": [error.formatted for error in errors]}
+        problems = _pagination_problems(self.schema, document, variables)
+        if problems:
+            return {"errors": [problem.as_error() for problem in problems]}
+        result = execute_sync(
+            self.schema,
+            document,
+            context_value=self,
+            variable_values=variables,
+            operation_name=operation,
+        )
+        body: dict[str, Any] = {}
+        ran = result.data is not None or any(e.path for e in result.errors or ())
+        if ran:
+            body["data"] = result.data
+        if result.errors:
+            body["errors"] = [_format_error(error) for error in result.errors]
+        return body
+
+
+def _format_error(error: GraphQLError) -> dict[str, Any]:
+    formatted = dict(error.formatted)
+    original = error.original_error
+    if isinstance(original, GitHubAPIError):
+        if original.type:
+            formatted["type"] = original.type
+    elif isinstance(original, KeyError):
+        # A resolver read a fixture node that lacks a key the query needs.
+        formatted["message"] = f"test server: fixture node has no key {original}"
+    elif original is not None:
+        # Most likely a fixture problem (e.g. null in a non-null field): flag it as ours.
+        formatted["message"] = f"test server: {original}"
+    return formatted
