@@ -724,14 +724,15 @@ class GitHubServer:
         with self.lock:
             self._faults.append(_Fault(status, raw, content_type, dict(headers or {}), n, after))
 
-    def graphql_error_next(self, message: str, type: str | None = None) -> None:
-        """Answer the next request with HTTP 200 and ``{"data": null, "errors": [...]}``."""
+    def graphql_error_next(self, message: str, type: str | None = None, after: int = 0) -> None:
+        """Answer the next request (after letting ``after`` through) with HTTP 200 and
+        ``{"data": null, "errors": [...]}``."""
         error: dict[str, Any] = {"message": message}
         if type is not None:
             error["type"] = type
         body = json.dumps({"data": None, "errors": [error]}).encode()
         with self.lock:
-            self._faults.append(_Fault(200, body, _JSON, self._rate_limit_headers(), 1, 0))
+            self._faults.append(_Fault(200, body, _JSON, self._rate_limit_headers(), 1, after))
 
     # -- request handling
 

