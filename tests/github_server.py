@@ -23,6 +23,8 @@ import functools
 import inspect
 import json
 import threading
+import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,6 +51,7 @@ from graphql import (
     VariableNode,
     Visitor,
     build_schema,
+    default_field_resolver,
     execute_sync,
     get_named_type,
     parse,
@@ -66,6 +69,8 @@ DEFAULT_TOKEN = "ghp_test_token"
 _JSON = "application/json; charset=utf-8"
 _ISSUES = "__test_server_issues"
 _PULLS = "__test_server_pull_requests"
+_DISCUSSIONS = "__test_server_discussions"
+_RELEASES = "__test_server_releases"
 
 
 # --------------------------------------------------------------------------- schema
@@ -89,6 +94,10 @@ def load_schema() -> GraphQLSchema:
     assert isinstance(repository, GraphQLObjectType)
     repository.fields["issues"].resolve = _resolve_issues
     repository.fields["pullRequests"].resolve = _resolve_pull_requests
+    repository.fields["discussions"].resolve = _resolve_discussions
+    repository.fields["releases"].resolve = _resolve_releases
+    query.fields["node"].resolve = _resolve_node
+    query.fields["nodes"].resolve = _resolve_nodes
     return schema
 
 
@@ -314,6 +323,8 @@ def _resolve_repository(
         **entry.get("repository", {}),
         _ISSUES: entry.get("issues", []),
         _PULLS: entry.get("pullRequests", []),
+        _DISCUSSIONS: entry.get("discussions", []),
+        _RELEASES: entry.get("releases", []),
     }
 
 
@@ -383,10 +394,116 @@ def _resolve_pull_requests(
     return _connection(repository[_PULLS], keep, orderBy, first, after, last, before)
 
 
+def _resolve_discussions(
+    repository: Mapping[str, Any],
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    orderBy: Mapping[str, str] | None = None,
+    categoryId: str | None = None,
+    answered: bool | None = None,
+    states: list[str] | None = None,
+) -> dict[str, Any]:
+    def keep(node: Mapping[str, Any]) -> bool:
+        if states and ("CLOSED" if node["closed"] else "OPEN") not in states:
+            return False
+        return answered is None or (node.get("answer") is not None) == answered
+
+    return _connection(repository[_DISCUSSIONS], keep, orderBy, first, after, last, before)
+
+
+def _resolve_releases(
+    repository: Mapping[str, Any],
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    orderBy: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    return _connection(
+        repository[_RELEASES], lambda _node: True, orderBy, first, after, last, before
+    )
+
+
+def _resolve_node(_root: Any, info: Any, id: str) -> dict[str, Any] | None:
+    return _server(info).node_index().get(id)
+
+
+def _resolve_nodes(_root: Any, info: Any, ids: list[str]) -> list[dict[str, Any] | None]:
+    index = _server(info).node_index()
+    return [index.get(node_id) for node_id in ids]
+
+
+def _upper_snake(name: str) -> str:
+    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
+
+
+def _resolve_field(source: Any, info: Any, **args: Any) -> Any:
+    """The default resolver, plus paging for nested connections held as plain lists.
+
+    A fixture may give a nested connection (an issue's ``comments``, a thread's
+    ``comments``, ``timelineItems``...) as a list of nodes or as ``{"nodes": [...]}``;
+    ``first``/``after``/``last``/``before`` and ``itemTypes`` then apply as on GitHub.
+    """
+    value = default_field_resolver(source, info, **args)
+    named = get_named_type(info.return_type)
+    if not (isinstance(named, GraphQLObjectType) and named.name.endswith("Connection")):
+        return value
+    if isinstance(value, Mapping) and "pageInfo" in value:
+        return value
+    if value is None:
+        items: list[Any] = []
+    elif isinstance(value, Mapping):
+        if "nodes" not in value:
+            return {"totalCount": value.get("totalCount", 0), "nodes": [], "edges": [],
+                    "pageInfo": _page_info(False, False, None, None)}  # fmt: skip
+        items = list(value["nodes"])
+    else:
+        items = list(value)
+    kinds = args.get("itemTypes")
+    if kinds:
+        items = [item for item in items if _upper_snake(item["__typename"]) in kinds]
+    return _slice(items, args.get("first"), args.get("after"), args.get("last"), args.get("before"))
+
+
+def _walk_nodes(value: Any, type_: Any, schema: GraphQLSchema, found: dict[str, Any]) -> None:
+    """Index every object with an ``id`` below ``value``, typed by the schema."""
+    named = get_named_type(type_)
+    if isinstance(value, list):
+        for item in value:
+            _walk_nodes(item, type_, schema, found)
+        return
+    if not isinstance(value, Mapping):
+        return
+    if not isinstance(named, GraphQLObjectType):
+        typename = value.get("__typename")
+        named = schema.type_map.get(typename) if typename else None
+        if not isinstance(named, GraphQLObjectType):
+            return
+    if named.name.endswith("Connection"):
+        items = value.get("nodes", []) if isinstance(value, Mapping) else value
+        _walk_nodes(items, named.fields["nodes"].type, schema, found)
+        return
+    if isinstance(value.get("id"), str):
+        found[value["id"]] = {"__typename": named.name, **value}
+    for key, child in value.items():
+        field = named.fields.get(key)
+        if field is not None and isinstance(child, (Mapping, list)):
+            child_type = get_named_type(field.type)
+            if isinstance(child, list) and child_type.name.endswith("Connection"):
+                _walk_nodes(child, child_type.fields["nodes"].type, schema, found)
+            else:
+                _walk_nodes(child, field.type, schema, found)
+
+
 _ORDER_KEYS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "CREATED_AT": lambda node: parse_time(node["createdAt"]),
     "UPDATED_AT": lambda node: parse_time(node["updatedAt"]),
     "COMMENTS": lambda node: node["comments"]["totalCount"],
+    "NAME": lambda node: node["name"] or "",
 }
 
 
@@ -418,9 +535,28 @@ def _connection(
     by = _ORDER_KEYS[order["field"]]
     selected = sorted(
         (node for node in items if keep(node)),
-        key=lambda node: (by(node), node["number"]),
+        key=lambda node: (by(node), node.get("number") or node.get("tagName") or ""),
         reverse=order["direction"] == "DESC",
     )
+    return _slice(selected, first, after, last, before)
+
+
+def _page_info(has_next: bool, has_previous: bool, start: str | None, end: str | None) -> dict:
+    return {
+        "hasNextPage": has_next,
+        "hasPreviousPage": has_previous,
+        "startCursor": start,
+        "endCursor": end,
+    }
+
+
+def _slice(
+    selected: list[Any],
+    first: int | None,
+    after: str | None,
+    last: int | None,
+    before: str | None,
+) -> dict[str, Any]:
     for argument, value in (("first", first), ("last", last)):
         if value is not None and value < 0:
             raise GitHubAPIError(f"`{argument}` cannot be negative")
@@ -440,12 +576,12 @@ def _connection(
         "totalCount": len(selected),
         "nodes": [edge["node"] for edge in edges],
         "edges": edges,
-        "pageInfo": {
-            "hasNextPage": end < len(selected),
-            "hasPreviousPage": start > 0,
-            "startCursor": edges[0]["cursor"] if edges else None,
-            "endCursor": edges[-1]["cursor"] if edges else None,
-        },
+        "pageInfo": _page_info(
+            end < len(selected),
+            start > 0,
+            edges[0]["cursor"] if edges else None,
+            edges[-1]["cursor"] if edges else None,
+        ),
     }
 
 
@@ -468,6 +604,8 @@ def repository_node(name_with_owner: str = "octo/hello", **fields: Any) -> dict[
         "isPrivate": False,
         "isArchived": False,
         "isFork": False,
+        "hasIssuesEnabled": True,
+        "hasDiscussionsEnabled": True,
         "createdAt": format_time(_EPOCH),
         "updatedAt": format_time(_EPOCH),
         "pushedAt": format_time(_EPOCH),
@@ -495,7 +633,8 @@ def _item_node(kind: str, number: int, repo: str) -> dict[str, Any]:
         "milestone": None,
         "labels": {"nodes": []},
         "assignees": {"nodes": []},
-        "comments": {"totalCount": 0},
+        "comments": [],
+        "timelineItems": [],
         "reactions": {"totalCount": 0},
     }
 
@@ -503,7 +642,7 @@ def _item_node(kind: str, number: int, repo: str) -> dict[str, Any]:
 def issue_node(number: int, repo: str = "octo/hello", **fields: Any) -> dict[str, Any]:
     """An issue as issues.graphql selects it; keyword args (GraphQL names) override fields."""
     node = _item_node("issues", number, repo)
-    node["stateReason"] = None
+    node.update(stateReason=None, parent=None)
     node.update(fields)
     return node
 
@@ -520,9 +659,208 @@ def pull_request_node(number: int, repo: str = "octo/hello", **fields: Any) -> d
         additions=1,
         deletions=0,
         changedFiles=1,
+        mergeCommit=None,
+        reviews=[],
+        reviewThreads=[],
+        closingIssuesReferences=[],
+        commits=[],
     )
     node.update(fields)
     return node
+
+
+_CONNECTION_KEYS = {
+    "comments", "timelineItems", "reviews", "reviewThreads", "closingIssuesReferences",
+    "commits", "replies",
+}  # fmt: skip
+
+
+def as_response(node: Any) -> Any:
+    """A fixture node as the API returns it: nested connections held as plain lists
+    become ``{"totalCount", "pageInfo", "nodes"}``, complete (no next page)."""
+    if isinstance(node, list):
+        return [as_response(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    shaped = {}
+    for key, value in node.items():
+        if key in _CONNECTION_KEYS and isinstance(value, list):
+            shaped[key] = {
+                "totalCount": len(value),
+                "pageInfo": {"hasNextPage": False, "endCursor": None},
+                "nodes": as_response(value),
+            }
+        else:
+            shaped[key] = as_response(value)
+    return shaped
+
+
+def _at(hours: float) -> str:
+    return format_time(_EPOCH + timedelta(hours=hours))
+
+
+def _person(login: str, typename: str = "User") -> dict[str, Any]:
+    return {"__typename": typename, "login": login}
+
+
+def comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
+    """An issue or pull request comment (fragment CommentFields)."""
+    node = {
+        "id": _node_id("IC_", str(database_id)),
+        "databaseId": database_id,
+        "url": f"https://github.com/octo/hello/issues/1#issuecomment-{database_id}",
+        "body": body,
+        "isMinimized": False,
+        "author": _person("octocat"),
+        "authorAssociation": "CONTRIBUTOR",
+        "createdAt": _at(database_id),
+        "updatedAt": _at(database_id),
+        "reactions": {"totalCount": 0},
+    }
+    node.update(fields)
+    return node
+
+
+def review_node(database_id: int, state: str = "COMMENTED", **fields: Any) -> dict[str, Any]:
+    """A pull request review (fragment ReviewPage)."""
+    node = {
+        "id": _node_id("PRR_", str(database_id)),
+        "databaseId": database_id,
+        "url": f"https://github.com/octo/hello/pull/2#pullrequestreview-{database_id}",
+        "body": "",
+        "state": state,
+        "author": _person("reviewer"),
+        "authorAssociation": "MEMBER",
+        "submittedAt": _at(database_id),
+        "createdAt": _at(database_id),
+        "updatedAt": _at(database_id),
+        "commit": {"oid": "a" * 40},
+    }
+    node.update(fields)
+    return node
+
+
+def review_comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
+    """A comment on a line of a pull request's diff (fragment ReviewCommentPage)."""
+    node = {
+        "id": _node_id("PRRC_", str(database_id)),
+        "databaseId": database_id,
+        "url": f"https://github.com/octo/hello/pull/2#discussion_r{database_id}",
+        "body": body,
+        "path": "src/app.py",
+        "line": 10,
+        "originalLine": 10,
+        "startLine": None,
+        "diffHunk": "@@ -1,3 +1,4 @@\n+import os",
+        "author": _person("reviewer"),
+        "authorAssociation": "MEMBER",
+        "createdAt": _at(database_id),
+        "updatedAt": _at(database_id),
+        "commit": {"oid": "b" * 40},
+        "originalCommit": {"oid": "b" * 40},
+        "replyTo": None,
+        "pullRequestReview": None,
+        "reactions": {"totalCount": 0},
+    }
+    node.update(fields)
+    return node
+
+
+def thread_node(thread_id: str, comments: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A review thread (fragment ReviewThreadPage) holding `comments`."""
+    node = {
+        "id": _node_id("PRRT_", thread_id),
+        "path": "src/app.py",
+        "isResolved": False,
+        "isOutdated": False,
+        "resolvedBy": None,
+        "comments": comments,
+    }
+    node.update(fields)
+    return node
+
+
+def discussion_node(number: int, repo: str = "octo/hello", **fields: Any) -> dict[str, Any]:
+    """A discussion as discussions.graphql selects it."""
+    created = _at(number)
+    node = {
+        "id": _node_id("D_", f"{repo}#{number}"),
+        "number": number,
+        "title": f"Discussion {number}",
+        "body": "",
+        "url": f"https://github.com/{repo}/discussions/{number}",
+        "closed": False,
+        "closedAt": None,
+        "stateReason": None,
+        "locked": False,
+        "author": _person("octocat"),
+        "authorAssociation": "CONTRIBUTOR",
+        "createdAt": created,
+        "updatedAt": created,
+        "upvoteCount": 0,
+        "category": {"name": "Q&A", "isAnswerable": True},
+        "answer": None,
+        "answerChosenAt": None,
+        "answerChosenBy": None,
+        "labels": {"nodes": []},
+        "reactions": {"totalCount": 0},
+        "comments": [],
+    }
+    node.update(fields)
+    return node
+
+
+def discussion_comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
+    """A discussion comment or reply (fragment DiscussionCommentFields)."""
+    node = {
+        "id": _node_id("DC_", str(database_id)),
+        "databaseId": database_id,
+        "url": f"https://github.com/octo/hello/discussions/1#discussioncomment-{database_id}",
+        "body": body,
+        "isAnswer": False,
+        "isMinimized": False,
+        "author": _person("octocat"),
+        "authorAssociation": "CONTRIBUTOR",
+        "createdAt": _at(database_id),
+        "updatedAt": _at(database_id),
+        "reactions": {"totalCount": 0},
+        "replies": [],
+        "replyTo": None,
+    }
+    node.update(fields)
+    return node
+
+
+def release_node(tag: str, repo: str = "octo/hello", **fields: Any) -> dict[str, Any]:
+    """A release as releases.graphql selects it."""
+    node = {
+        "id": _node_id("RE_", f"{repo}@{tag}"),
+        "databaseId": zlib.crc32(tag.encode()),
+        "tagName": tag,
+        "name": tag,
+        "description": "",
+        "url": f"https://github.com/{repo}/releases/tag/{tag}",
+        "isDraft": False,
+        "isPrerelease": False,
+        "isLatest": False,
+        "author": {"login": "octocat"},
+        "tagCommit": {"oid": "c" * 40},
+        "createdAt": _at(1),
+        "publishedAt": _at(1),
+        "updatedAt": _at(1),
+    }
+    node.update(fields)
+    return node
+
+
+def ref(repo: str, number: int, typename: str = "Issue") -> dict[str, Any]:
+    """A reference to an issue or pull request, as timeline events and links carry it."""
+    return {"__typename": typename, "number": number, "repository": {"nameWithOwner": repo}}
+
+
+def event(typename: str, hours: float = 1, **fields: Any) -> dict[str, Any]:
+    """A timeline event (CrossReferencedEvent, ClosedEvent, ...) with `fields`."""
+    return {"__typename": typename, "createdAt": _at(hours), **fields}
 
 
 # --------------------------------------------------------------------------- server
@@ -530,12 +868,14 @@ def pull_request_node(number: int, repo: str = "octo/hello", **fields: Any) -> d
 
 @dataclass
 class _Fault:
-    status: int
-    body: bytes
+    status: int | None  # None: answer as usual, then apply `edit` and `delay`
+    body: bytes | Callable[[Mapping[str, str]], Any]  # a callable gets the request headers
     content_type: str
     headers: dict[str, str]
     remaining: int
     skip: int
+    delay: float = 0.0
+    edit: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -544,6 +884,7 @@ class _Response:
     body: bytes = b""
     content_type: str = _JSON
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to sit on the answer before sending it
 
 
 def _json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Response:
@@ -572,6 +913,15 @@ def _default_fault_body(status: int) -> tuple[bytes, str]:
     return json.dumps({"message": message, "documentation_url": DOCS_URL}).encode(), _JSON
 
 
+def _encode_body(status: int, body: Any) -> tuple[bytes, str]:
+    if body is None:
+        return _default_fault_body(status)
+    if isinstance(body, (Mapping, list)):
+        return json.dumps(body).encode(), _JSON
+    raw = body.encode() if isinstance(body, str) else body
+    return raw, _JSON if raw.lstrip()[:1] in (b"{", b"[") else "text/plain"
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     app: GitHubServer
@@ -589,19 +939,25 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length > 0 else b""
-        self._send(self.server.app._handle(self.path, self.headers.get("Authorization"), raw))
+        response = self.server.app._handle(self.path, dict(self.headers), raw)
+        if response.delay:
+            time.sleep(response.delay)
+        self._send(response)
 
     def do_GET(self) -> None:
         self._send(_json_response(404, {"message": "Not Found", "documentation_url": DOCS_URL}))
 
     def _send(self, response: _Response) -> None:
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(response.body)
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting (a slow_requests timeout test)
 
 
 class GitHubServer:
@@ -609,13 +965,21 @@ class GitHubServer:
 
     ``repos`` maps "owner/name" to ``{"repository": {...}, "issues": [...],
     "pullRequests": [...]}``. ``requests`` logs every POST as
-    ``{"operation", "variables", "status"}``. ``rate_limit`` is what ``rateLimit`` returns
-    (and feeds the x-ratelimit-* headers). Requests are handled one at a time under
-    ``lock``; hold it to change ``repos`` while a client may be running.
+    ``{"operation", "variables", "status"}``. ``rate_limit`` is what ``rateLimit``
+    returns (and feeds the x-ratelimit-* headers). Like GitHub, the server answers
+    ``RATE_LIMITED`` (HTTP ``rate_limited_status``) while ``remaining`` is below
+    ``cost``, and refills ``remaining`` once ``resetAt`` has passed; with
+    ``spend_rate_limit`` every executed query spends ``cost`` points. ``path`` is where
+    it listens (GitHub Enterprise Server uses ``/api/graphql``). Requests are handled
+    one at a time under ``lock``; hold it to change ``repos`` while a client may be
+    running.
     """
 
-    def __init__(self, token: str = DEFAULT_TOKEN) -> None:
+    def __init__(self, token: str = DEFAULT_TOKEN, *, path: str = "/graphql") -> None:
         self.token = token
+        self.path = path
+        self.spend_rate_limit = False
+        self.rate_limited_status = 200
         self.repos: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
         reset = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
@@ -670,7 +1034,7 @@ class GitHubServer:
         if self._httpd is None:
             raise RuntimeError("server not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/graphql"
+        return f"http://{host}:{port}{self.path}"
 
     # -- fixtures
 
@@ -680,6 +1044,8 @@ class GitHubServer:
         *,
         issues: Iterable[dict[str, Any]] = (),
         pull_requests: Iterable[dict[str, Any]] = (),
+        discussions: Iterable[dict[str, Any]] = (),
+        releases: Iterable[dict[str, Any]] = (),
         **repository_fields: Any,
     ) -> dict[str, Any]:
         """Register a repository (defaults from ``repository_node``) and return its entry."""
@@ -687,10 +1053,31 @@ class GitHubServer:
             "repository": repository_node(name_with_owner, **repository_fields),
             "issues": list(issues),
             "pullRequests": list(pull_requests),
+            "discussions": list(discussions),
+            "releases": list(releases),
         }
         with self.lock:
             self.repos[name_with_owner] = entry
         return entry
+
+    def node_index(self) -> dict[str, dict[str, Any]]:
+        """Every object with an id in ``repos``, by id, with its ``__typename``."""
+        found: dict[str, Any] = {}
+        types = self.schema.type_map
+        with self.lock:
+            for entry in self.repos.values():
+                _walk_nodes(entry.get("repository"), types["Repository"], self.schema, found)
+                for key, typename in (
+                    ("issues", "Issue"),
+                    ("pullRequests", "PullRequest"),
+                    ("discussions", "Discussion"),
+                    ("releases", "Release"),
+                ):
+                    # an item knows its repository, as on GitHub
+                    owned = [{"repository": entry.get("repository"), **item}
+                             for item in entry.get(key, [])]  # fmt: skip
+                    _walk_nodes(owned, types[typename], self.schema, found)
+        return found
 
     def find_repo(self, owner: str, name: str) -> dict[str, Any] | None:
         wanted = f"{owner}/{name}".lower()
@@ -705,24 +1092,58 @@ class GitHubServer:
         self,
         n: int = 1,
         status: int = 502,
-        body: str | bytes | Mapping[str, Any] | list[Any] | None = None,
+        body: str | bytes | Mapping[str, Any] | list[Any] | Callable[..., Any] | None = None,
         after: int = 0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         """Answer the next ``n`` requests, after letting ``after`` through, with ``status``.
 
         ``body`` defaults to GitHub-like text for the status (an HTML page for 502-504, a
-        JSON ``message`` otherwise); a dict/list is sent as JSON, str/bytes as-is.
+        JSON ``message`` otherwise); a dict/list is sent as JSON, str/bytes as-is. A
+        callable is called with the request's headers and its result sent the same way
+        (a server that echoes what it was sent).
         """
-        if body is None:
-            raw, content_type = _default_fault_body(status)
-        elif isinstance(body, (Mapping, list)):
-            raw, content_type = json.dumps(body).encode(), _JSON
+        if callable(body):
+            raw: bytes | Callable[..., Any] = body
+            content_type = _JSON
         else:
-            raw = body.encode() if isinstance(body, str) else body
-            content_type = _JSON if raw.lstrip()[:1] in (b"{", b"[") else "text/plain"
+            raw, content_type = _encode_body(status, body)
         with self.lock:
             self._faults.append(_Fault(status, raw, content_type, dict(headers or {}), n, after))
+
+    def clear_faults(self) -> None:
+        """Forget every queued fault: answer normally from now on."""
+        with self.lock:
+            self._faults.clear()
+
+    def slow_requests(self, n: int = 1, seconds: float = 1.0, after: int = 0) -> None:
+        """Answer the next ``n`` requests (after ``after``) as usual, but ``seconds`` late."""
+        with self.lock:
+            self._faults.append(_Fault(None, b"", _JSON, {}, n, after, delay=seconds))
+
+    def partial_errors_next(
+        self,
+        message: str,
+        path: list[str | int],
+        type: str | None = None,
+        after: int = 0,
+    ) -> None:
+        """Answer the next request (after ``after``) as usual, except that the value at
+        ``path`` in ``data`` is null and ``errors`` says why: GitHub's partial result."""
+
+        def edit(body: dict[str, Any]) -> None:
+            parent = body.get("data")
+            for key in path[:-1]:
+                parent = parent[key] if parent is not None else None
+            if parent is not None:
+                parent[path[-1]] = None
+            error: dict[str, Any] = {"message": message, "path": list(path), "locations": []}
+            if type is not None:
+                error["type"] = type
+            body.setdefault("errors", []).append(error)
+
+        with self.lock:
+            self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
 
     def graphql_error_next(self, message: str, type: str | None = None, after: int = 0) -> None:
         """Answer the next request (after letting ``after`` through) with HTTP 200 and
@@ -762,7 +1183,31 @@ class GitHubServer:
             "X-RateLimit-Resource": "graphql",
         }
 
-    def _handle(self, path: str, authorization: str | None, raw: bytes) -> _Response:
+    def _fault_response(self, fault: _Fault, headers: Mapping[str, str]) -> _Response:
+        assert fault.status is not None
+        if callable(fault.body):
+            raw, content_type = _encode_body(fault.status, fault.body(headers))
+        else:
+            raw, content_type = fault.body, fault.content_type
+        return _Response(fault.status, raw, content_type, fault.headers)
+
+    def _spend_rate_limit(self) -> bool:
+        """Refill after the reset, then spend one query's cost; False when out of points."""
+        limit = self.rate_limit
+        now = datetime.now(UTC)
+        if parse_time(limit["resetAt"]) <= now:
+            limit["remaining"] = limit["limit"]
+            limit["used"] = 0
+            limit["resetAt"] = format_time(now.replace(microsecond=0) + timedelta(hours=1))
+        if limit["remaining"] < limit["cost"]:
+            return False
+        if self.spend_rate_limit:
+            limit["remaining"] -= limit["cost"]
+            limit["used"] += limit["cost"]
+        return True
+
+    def _handle(self, path: str, headers: Mapping[str, str], raw: bytes) -> _Response:
+        authorization = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
         try:
             payload = json.loads(raw)
         except ValueError:
@@ -788,9 +1233,9 @@ class GitHubServer:
 
         with self.lock:
             fault = self._take_fault()
-            if fault is not None:
-                response = _Response(fault.status, fault.body, fault.content_type, fault.headers)
-            elif path.split("?", 1)[0].rstrip("/") != "/graphql":
+            if fault is not None and fault.status is not None:
+                response = self._fault_response(fault, headers)
+            elif path.split("?", 1)[0].rstrip("/") != self.path.rstrip("/"):
                 response = _json_response(
                     404, {"message": "Not Found", "documentation_url": DOCS_URL}
                 )
@@ -803,12 +1248,27 @@ class GitHubServer:
                 response = _json_response(
                     400, {"message": "Problems parsing JSON", "documentation_url": DOCS_URL}
                 )
-            else:
+            elif not self._spend_rate_limit():
                 response = _json_response(
-                    200,
-                    self._execute(document, variables, operation),
+                    self.rate_limited_status,
+                    {
+                        "errors": [
+                            {
+                                "type": "RATE_LIMITED",
+                                "code": "graphql_rate_limit",
+                                "message": "API rate limit exceeded for user ID 1.",
+                            }
+                        ]
+                    },
                     self._rate_limit_headers(),
                 )
+            else:
+                body = self._execute(document, variables, operation)
+                if fault is not None and fault.edit is not None:
+                    fault.edit(body)
+                response = _json_response(200, body, self._rate_limit_headers())
+            if fault is not None:
+                response.delay = fault.delay
             self.requests.append(
                 {
                     "operation": operation,
@@ -845,6 +1305,7 @@ class GitHubServer:
             context_value=self,
             variable_values=variables,
             operation_name=operation,
+            field_resolver=_resolve_field,
         )
         body: dict[str, Any] = {}
         ran = result.data is not None or any(e.path for e in result.errors or ())

@@ -49,7 +49,8 @@ def test_unknown_keys_are_an_error(isolated):
     with pytest.raises(ConfigError) as error:
         load_settings()
     assert str(error.value) == (
-        "ghindex.toml: unknown key 'modle' (known keys: graphql_url, model, repos, store, workdir)"
+        "ghindex.toml: unknown key 'modle' "
+        "(known keys: graphql_url, max_wait, model, repos, store, workdir)"
     )
 
 

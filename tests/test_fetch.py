@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
-import duckdb
 import pytest
 from github_server import issue_node, pull_request_node
+from state import operations, rows, utc
 
-
-def rows(workdir, sql):
-    con = duckdb.connect(str(workdir / "state.duckdb"), read_only=True)
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
-def utc(text):
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
-
-
-def operations(server):
-    return [r["operation"] for r in server.requests]
+EVERY_SURFACE = ["Repository", "Issues", "PullRequests", "Discussions", "Releases"]
 
 
 @pytest.fixture
@@ -96,9 +80,12 @@ def test_fetch_stores_issues_and_pull_requests_with_their_metadata(hello, workdi
 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["repos"] == [{"repo": "octo/hello", "issues": 1, "pull_requests": 1}]
-    assert report["requests"] == 3
-    assert operations(hello) == ["Repository", "Issues", "PullRequests"]
+    assert report["repos"] == [
+        {"repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 0, "releases": 0,
+         "deleted": [], "transferred": []}
+    ]  # fmt: skip
+    assert report["requests"] == 5
+    assert operations(hello) == EVERY_SURFACE
 
     assert rows(
         workdir,
@@ -170,11 +157,13 @@ def test_fetch_stores_issues_and_pull_requests_with_their_metadata(hello, workdi
     assert rows(
         workdir, "SELECT repo, surface, high_water_mark, items_seen FROM sync_state ORDER BY 2"
     ) == [
+        ("octo/hello", "discussions", None, 0),
         ("octo/hello", "issues", utc("2024-01-03T00:00:00Z"), 1),
         ("octo/hello", "pull_requests", utc("2024-01-04T00:00:00Z"), 1),
+        ("octo/hello", "releases", None, 0),
     ]
-    assert rows(workdir, "SELECT command, status, repos, error FROM runs") == [
-        ("fetch", "ok", ["octo/hello"], None)
+    assert rows(workdir, "SELECT command, status, repos, error, requests, cost FROM runs") == [
+        ("fetch", "ok", ["octo/hello"], None, 5, 5)
     ]
 
 
@@ -186,7 +175,7 @@ def test_second_fetch_with_nothing_changed_asks_only_for_the_first_pages(hello, 
     result = run("fetch", "--repo", "octo/hello", "--json")
 
     assert result.exit_code == 0, result.output
-    assert operations(hello) == ["Repository", "Issues", "PullRequests"]
+    assert operations(hello) == EVERY_SURFACE
     # the issues query starts from the high-water mark minus the overlap window
     assert hello.requests[1]["variables"]["since"] == "2024-01-02T23:55:00+00:00"
     assert rows(workdir, "SELECT * EXCLUDE (fetched_at) FROM issues ORDER BY handle") == before
@@ -246,7 +235,9 @@ def test_fetch_pages_through_more_than_one_hundred_items(github, workdir, run):
     result = run("fetch", "--repo", "octo/big")
 
     assert result.exit_code == 0, result.output
-    assert operations(github) == ["Repository"] + ["Issues"] * 3 + ["PullRequests"] * 2
+    assert operations(github) == (
+        ["Repository"] + ["Issues"] * 3 + ["PullRequests"] * 2 + ["Discussions", "Releases"]
+    )
     assert rows(workdir, "SELECT count(*), count(DISTINCT number) FROM issues") == [(250, 250)]
     assert rows(workdir, "SELECT count(*) FROM pull_requests") == [(150,)]
 
@@ -371,7 +362,7 @@ def test_transient_server_errors_are_retried(hello, workdir, run, monkeypatch):
     result = run("fetch", "--repo", "octo/hello")
 
     assert result.exit_code == 0, result.output
-    assert [r["status"] for r in hello.requests] == [200, 502, 200, 200]
+    assert [r["status"] for r in hello.requests] == [200, 502, 200, 200, 200, 200]
     assert rows(workdir, "SELECT count(*) FROM issues") == [(1,)]
 
 

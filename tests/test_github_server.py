@@ -2,7 +2,6 @@
 
 import random
 from datetime import timedelta
-from pathlib import Path
 
 import requests
 from github_server import (
@@ -13,8 +12,9 @@ from github_server import (
     parse_time,
     pull_request_node,
 )
+from graphql import print_ast
 
-QUERIES = Path(__file__).parents[1] / "src" / "ghindex" / "fetch" / "queries"
+from ghindex.fetch.graphql import load_query
 
 
 def post(server, query, variables=None, token="ghp_test_token", operation=None):
@@ -37,7 +37,7 @@ def shuffled_issues(count):
 
 
 def fetch_all_issues(server, since=None):
-    query = (QUERIES / "issues.graphql").read_text()
+    query = print_ast(load_query("issues"))
     nodes, after = [], None
     while True:
         variables = {"owner": "octo", "name": "hello", "since": since, "after": after}
@@ -102,7 +102,7 @@ def test_pull_requests_newest_first(github_server):
         for n in range(1, 6)
     ]
     github_server.add_repo("octo/hello", pull_requests=pulls)
-    query = (QUERIES / "pull_requests.graphql").read_text()
+    query = print_ast(load_query("pull_requests"))
     body = post(github_server, query, {"owner": "Octo", "name": "HELLO"}).json()
     page = body["data"]["repository"]["pullRequests"]
     assert [node["number"] for node in page["nodes"]] == [5, 4, 3, 2, 1]
@@ -110,7 +110,7 @@ def test_pull_requests_newest_first(github_server):
 
 
 def test_unknown_repository(github_server):
-    query = (QUERIES / "repository.graphql").read_text()
+    query = print_ast(load_query("repository"))
     body = post(github_server, query, {"owner": "octo", "name": "missing"}).json()
     assert body["data"]["repository"] is None
     [error] = body["errors"]

@@ -3,26 +3,39 @@ paginates every connection the way GitHub requires."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 from github_server import connection_errors, load_schema, parse_document, validate_document
+from graphql import FragmentDefinitionNode, print_ast
 
-QUERY_DIR = resources.files("ghindex.fetch") / "queries"
-DOCUMENTS = sorted(p.name for p in QUERY_DIR.iterdir() if p.name.endswith(".graphql"))
+from ghindex.fetch.graphql import _fragments, load_query, query_names
+
+DOCUMENTS = query_names()
 
 
 def test_the_queries_are_found():
-    assert DOCUMENTS == ["issues.graphql", "pull_requests.graphql", "repository.graphql"]
+    assert {"repository", "issues", "pull_requests", "discussions", "releases", "nodes"} <= set(
+        DOCUMENTS
+    )
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_query_is_valid_against_githubs_schema(name):
     schema = load_schema()
-    document = parse_document((QUERY_DIR / name).read_text("utf-8"))
+    document = load_query(name)
 
     assert [e.message for e in validate_document(schema, document)] == []
     assert connection_errors(schema, document) == []
+    assert connection_errors(schema, parse_document(print_ast(document))) == []
+
+
+def test_every_fragment_is_used_by_some_query():
+    used = {
+        d.name.value
+        for name in DOCUMENTS
+        for d in load_query(name).definitions
+        if isinstance(d, FragmentDefinitionNode)
+    }
+    assert used == set(_fragments())
 
 
 def test_the_checks_catch_what_github_rejects():

@@ -24,7 +24,7 @@ from ghindex.config import Settings
 from ghindex.documents import iter_documents
 from ghindex.embed import Embedder, canonical_model_name
 from ghindex.errors import StateError
-from ghindex.store import save
+from ghindex.store import cursors
 from ghindex.store.state import open_state, transaction
 
 FORMAT_VERSION = 1
@@ -108,7 +108,7 @@ def build(
         )
         write_manifest(settings.manifest_path, con, report, chunking)
         with transaction(con):
-            save.record_run(
+            cursors.record_run(
                 con,
                 run_id=str(uuid.uuid4()),
                 command="build",

@@ -15,7 +15,7 @@ import click
 from ghindex import __version__
 from ghindex.config import Settings, github_token, load_settings
 from ghindex.errors import GhindexError
-from ghindex.output import emit_json, progress, search_text
+from ghindex.output import configure_logging, emit_json, progress, search_text
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
@@ -77,6 +77,7 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
       ghindex search "flaky test on windows" --state open -k 5
     """
     ctx.obj = Context(config=config, workdir=workdir, debug=debug)
+    configure_logging(debug)
 
 
 @cli.command()
@@ -87,11 +88,25 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
     metavar="OWNER/NAME",
     help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
 )
-@click.option("--full", is_flag=True, help="Ignore the high-water marks and fetch everything.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Ignore the high-water marks, read everything, and remove items GitHub confirms gone.",
+)
+@click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Longest wait for a rate-limit reset before stopping with progress saved "
+    "(env GHINDEX_MAX_WAIT, default 3600).",
+)
 @json_option
 @click.pass_obj
-def fetch(obj: Context, repos: tuple[str, ...], full: bool, as_json: bool) -> None:
-    """Pull issues and pull requests into WORKDIR/state.duckdb, incrementally.
+def fetch(
+    obj: Context, repos: tuple[str, ...], full: bool, max_wait: float | None, as_json: bool
+) -> None:
+    """Pull issues, pull requests, discussions, releases, comments, reviews and
+    links into WORKDIR/state.duckdb, incrementally.
 
     Needs GITHUB_TOKEN (or GH_TOKEN). GHINDEX_GRAPHQL_URL points it at GitHub
     Enterprise Server or any server speaking GitHub's GraphQL schema.
@@ -100,14 +115,14 @@ def fetch(obj: Context, repos: tuple[str, ...], full: bool, as_json: bool) -> No
     Example:
       ghindex fetch --repo psf/requests --repo encode/httpx
     """
-    settings = obj.settings(repos=repos)
+    settings = obj.settings(repos=repos, max_wait=max_wait)
     if not settings.repos:
         raise click.UsageError("give at least one --repo OWNER/NAME (or `repos` in ghindex.toml)")
     token = github_token()
     from ghindex.fetch.client import GraphQLClient
     from ghindex.ingest import fetch as run_fetch
 
-    with GraphQLClient(settings.graphql_url, token) as client:
+    with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
         report = run_fetch(
             settings.state_path,
             client,
@@ -119,8 +134,13 @@ def fetch(obj: Context, repos: tuple[str, ...], full: bool, as_json: bool) -> No
         emit_json(report.as_dict())
         return
     for repo in report.repos:
-        click.echo(f"{repo.repo}: {repo.issues} issues, {repo.pull_requests} pull requests")
-    click.echo(f"{report.requests} requests to {settings.graphql_url}")
+        gone = f", {len(repo.deleted)} deleted" if repo.deleted else ""
+        moved = f", {len(repo.transferred)} transferred away" if repo.transferred else ""
+        click.echo(
+            f"{repo.repo}: {repo.issues} issues, {repo.pull_requests} pull requests, "
+            f"{repo.discussions} discussions, {repo.releases} releases{gone}{moved}"
+        )
+    click.echo(f"{report.requests} requests ({report.cost} rate-limit points)")
 
 
 @cli.command()

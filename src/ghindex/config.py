@@ -18,6 +18,7 @@ from ghindex.errors import ConfigError
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
 CONFIG_FILE = "ghindex.toml"
 
 # TOML key -> environment variable. A key absent here is an error in the file.
@@ -26,6 +27,7 @@ _ENV_FOR_KEY = {
     "graphql_url": "GHINDEX_GRAPHQL_URL",
     "store": "GHINDEX_STORE",
     "model": "GHINDEX_MODEL",
+    "max_wait": "GHINDEX_MAX_WAIT",
     "repos": None,
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
@@ -39,6 +41,7 @@ class Settings:
     model: str
     store: str | None = None
     repos: tuple[str, ...] = field(default_factory=tuple)
+    max_wait: float = DEFAULT_MAX_WAIT
 
     @property
     def state_path(self) -> Path:
@@ -76,6 +79,7 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         model=str(pick("model", DEFAULT_MODEL)),
         store=(str(pick("store", "")) or None),
         repos=tuple(parse_repo(r) for r in repos),
+        max_wait=_seconds(pick("max_wait", DEFAULT_MAX_WAIT)),
     )
 
 
@@ -88,6 +92,16 @@ def parse_repo(value: str) -> str:
     if not _REPO_RE.match(text):
         raise ConfigError(f"not a repository: {value!r}: use the form owner/name")
     return text
+
+
+def _seconds(value: object) -> float:
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"max_wait must be a number of seconds, not {value!r}") from None
+    if seconds < 0:
+        raise ConfigError(f"max_wait must be 0 or more seconds, not {seconds:g}")
+    return seconds
 
 
 def github_token() -> str:

@@ -18,7 +18,8 @@ from typing import Any
 from ghindex.build import BuildReport, build
 from ghindex.config import Settings
 from ghindex.search import Filters, Searcher, SearchResponse
-from ghindex.store import save
+from ghindex.store import cursors, items
+from ghindex.store.rows import newest_update
 from ghindex.store.state import open_state, transaction
 
 # (query, filters, mode): what a maintainer of these projects might look for.
@@ -28,6 +29,15 @@ QUERIES: list[tuple[str, Filters, str]] = [
     ("make it safe to use from several threads", Filters(states=("open",)), "hybrid"),
     ("two factor authentication", Filters(repos=("sigmavirus24/github3.py",)), "sparse"),
 ]
+
+
+# sync_state surface -> key of the sample record
+SURFACES = (
+    ("issues", "issues"),
+    ("pull_requests", "pullRequests"),
+    ("discussions", "discussions"),
+    ("releases", "releases"),
+)
 
 
 @dataclass
@@ -65,15 +75,15 @@ def load_sample(settings: Settings) -> tuple[int, int, int]:
     try:
         for record in sample_records():
             with transaction(con):
-                repo = save.save_repository(con, record["repository"])
-                issues += save.save_issues(con, repo, record["issues"])
-                pulls += save.save_pull_requests(con, repo, record["pullRequests"])
-                for surface, nodes in (
-                    ("issues", record["issues"]),
-                    ("pull_requests", record["pullRequests"]),
-                ):
-                    mark = save.newest_update(nodes)
-                    save.set_high_water_mark(con, repo, surface, mark, len(nodes))
+                repo = items.save_repository(con, record["repository"])
+                issues += items.save_issues(con, repo, record["issues"])
+                pulls += items.save_pull_requests(con, repo, record["pullRequests"])
+                items.save_discussions(con, repo, record.get("discussions", []))
+                items.replace_releases(con, repo, record.get("releases", []))
+                for surface, key in SURFACES:
+                    nodes = record.get(key, [])
+                    mark = newest_update(nodes)
+                    cursors.set_high_water_mark(con, repo, surface, mark, len(nodes))
             repos += 1
     finally:
         con.close()

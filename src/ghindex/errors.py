@@ -27,3 +27,7 @@ class StateError(GhindexError):
 
 class IndexUnusable(GhindexError):
     """The index is missing or was built in a way this command cannot use."""
+
+
+class RateLimited(GitHubError):
+    """GitHub's rate limit would need a longer wait than allowed; committed progress is kept."""

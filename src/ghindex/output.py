@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,32 @@ from typing import Any
 import click
 
 from ghindex.search import SearchResponse
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Log lines to whatever sys.stderr is when they are written (click's test
+    runner swaps it), one line each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def configure_logging(debug: bool) -> None:
+    """ghindex's own messages (rate-limit waits, retries) go to stderr."""
+    logger = logging.getLogger("ghindex")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger.propagate = False
 
 
 def emit_json(document: Any) -> None:

@@ -1,87 +1,431 @@
 """The GraphQL client: GitHub's API (or any server speaking its schema) over HTTP.
 
-Query documents live in `fetch/queries/*.graphql`; `execute("issues", ...)` runs
-`issues.graphql`. Every failure becomes a `GitHubError` whose message names the
-cause: a bad token, a repository that cannot be seen, GraphQL `errors`, or an
-HTTP failure that survived the transport's retries.
+`execute("issues", ...)` sends `fetch/queries/issues.graphql` (with the fragments it
+uses, see `fetch/graphql.py`) and returns its `data`, or raises a `GitHubError` whose
+one-line message names the cause and what to do.
+
+What it survives, and how:
+
+- **Its own budget.** Every query asks for `rateLimit { cost remaining resetAt }`.
+  Before sending, when the points left would not cover the query (its last cost, 1
+  the first time), it waits until the reset, or raises `RateLimited` when that wait
+  is longer than `max_wait` seconds. Committed pages stay committed either way.
+- **Primary rate limit** (`RATE_LIMITED`, or a 403/429 with no points left): the same
+  decision, using `X-RateLimit-Reset`.
+- **Secondary rate limits** (403/429 mentioning one, or with `Retry-After`): waits
+  `Retry-After` seconds, or one minute doubling per repeat as GitHub's docs ask.
+- **Transient failures** (HTTP 500/502/503/504, connection errors, timeouts, GitHub's
+  "Something went wrong while executing your query"): up to `GHINDEX_HTTP_RETRIES`
+  (default 3) retries with exponential backoff and full jitter, base
+  `GHINDEX_RETRY_BASE_SECONDS` (default 1 s), capped at one minute.
+- **Answers that are not whole**: `data` together with `errors` (GitHub nulls what it
+  could not resolve) and bodies that are not GraphQL JSON are errors, never data.
+
+Rate-limit waits do not use the retry budget: each is bounded by `max_wait` (longer
+means `RateLimited` at once, without sleeping), and a query waits at most
+`RATE_LIMIT_WAITS` times. Waits are logged as warnings on the `ghindex` logger,
+retries at INFO.
+
+The token is sent by a `requests` auth hook, never kept in headers that get printed,
+and scrubbed from every message and log line built from what the server answered.
+
+gql carries every query: `gql.Client` with a transport of our own
+(`_GitHubTransport`), which makes one POST per call through a `requests` session
+and classifies the answer. gql's stock `RequestsHTTPTransport` is not used: it
+retries through urllib3's `Retry`, which only sees status codes, so it cannot tell
+a secondary rate limit from a permission 403, never sees GraphQL-level
+`RATE_LIMITED` or partial `errors`, cannot wait for a reset time it does not know,
+and does not say how often it retried or how long it slept. The retry and
+rate-limit loop lives in `GraphQLClient._execute`, around single transport calls.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
+import random
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from functools import cache
-from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from gql import Client, GraphQLRequest, gql
-from gql.transport.exceptions import (
-    TransportError,
-    TransportQueryError,
-    TransportServerError,
-)
-from gql.transport.requests import RequestsHTTPTransport
-from graphql import DocumentNode
+import requests
+from gql import Client, GraphQLRequest
+from gql.transport import Transport
+from gql.transport.exceptions import TransportQueryError
+from graphql import DocumentNode, ExecutionResult, OperationDefinitionNode
 
 from ghindex import __version__
-from ghindex.errors import ConfigError, GitHubError, RepoNotFound
+from ghindex.errors import ConfigError, GitHubError, RateLimited, RepoNotFound
+from ghindex.fetch.graphql import load_query
 
 log = logging.getLogger(__name__)
 
-# HTTP statuses worth retrying; GitHub answers 502 on slow queries now and then.
-_RETRY_STATUSES = (429, 500, 502, 503, 504)
+# Waits past a reset time by this much: GitHub's clock and ours disagree a little.
+RESET_MARGIN = 1.0
+# Backoff between retries of a transient failure never exceeds this.
+BACKOFF_CAP = 60.0
+# Without Retry-After, GitHub asks to wait at least a minute after a secondary limit.
+SECONDARY_WAIT = 60.0
+# Rate-limit waits per query before giving up: after waiting out a reset, GitHub
+# should answer; if it still does not, something is off and a later run is better.
+RATE_LIMIT_WAITS = 3
+
+_TRANSIENT_STATUSES = (500, 502, 503, 504)
+_TRANSIENT_GRAPHQL = "something went wrong while executing your query"
 
 
 @cache
-def query_document(name: str) -> DocumentNode:
-    """The parsed query `fetch/queries/<name>.graphql`."""
-    text = (resources.files("ghindex.fetch") / "queries" / f"{name}.graphql").read_text("utf-8")
-    return gql(text).document
+def _query(name: str) -> tuple[DocumentNode, str | None]:
+    """The document to send for query `name` and its operation name."""
+    document = load_query(name)
+    operation = next(
+        d.name.value if d.name else None
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    )
+    return document, operation
+
+
+class _GitHubTransport(Transport):
+    """gql's transport for GitHub: one POST per `execute`, its answer classified by
+    the client that owns it (retries and waits happen around it, not inside)."""
+
+    def __init__(self, client: GraphQLClient) -> None:
+        self._client = client
+
+    def connect(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def execute(self, request: GraphQLRequest, *args: Any, **kwargs: Any) -> ExecutionResult:
+        body = self._client._post(request.payload)
+        data, errors = body.get("data"), body.get("errors")
+        if not isinstance(data, dict) and not errors:
+            raise GitHubError(
+                f"{self._client._shown_url} answered with a malformed body (JSON without data "
+                f"or errors): {_snippet(json.dumps(body))}"
+            )
+        return ExecutionResult(data=data, errors=errors)
+
+
+class _BearerAuth(requests.auth.AuthBase):
+    """Adds the token to each request, so it sits in no session-wide header dict.
+
+    Passing an auth object also stops requests from swapping in ~/.netrc credentials.
+    """
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"bearer {self._token}"
+        return request
+
+    def __repr__(self) -> str:
+        return "_BearerAuth(<token>)"
+
+
+class _Transient(Exception):
+    """A failure worth retrying: `reason` for the log, `final` if retries run out."""
+
+    def __init__(self, reason: str, final: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.final = final
+
+
+class _RateLimit(Exception):
+    """GitHub asked us to slow down: wait `retry_after`, or until `reset`, then retry."""
+
+    def __init__(self, retry_after: float | None = None, reset: float | None = None) -> None:
+        super().__init__("rate limited")
+        self.retry_after = retry_after
+        self.reset = reset  # epoch seconds
 
 
 class GraphQLClient:
-    """Runs ghindex's query documents against one endpoint with one token."""
+    """Runs ghindex's query documents against one endpoint with one token.
 
-    def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
+    After a run, `requests` (HTTP requests sent, retries included), `retries`,
+    `cost` (sum of `rateLimit.cost`) and `waited_seconds` (backoff and rate-limit
+    waits) describe it; `stats()` returns them as a dict. `remaining`, `reset_at`
+    and `last_rate_limit` hold the last rate limit GitHub reported.
+
+    `sleep` and `clock` (epoch seconds) are injectable for the client's own tests.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 60.0,
+        max_wait: float = 3600.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"GHINDEX_GRAPHQL_URL is not an http(s) URL: {url!r}")
+            raise ConfigError(f"GHINDEX_GRAPHQL_URL is not an http(s) URL: {_shown(url)!r}")
+        if max_wait < 0:
+            raise ConfigError(f"--max-wait must be 0 or more seconds, not {max_wait:g}")
         self.url = url
-        retries = _int_env("GHINDEX_HTTP_RETRIES", 3)
-        self._transport = RequestsHTTPTransport(
-            url=url,
-            headers={
-                "Authorization": f"bearer {token}",
-                "User-Agent": f"ghindex/{__version__}",
-            },
-            timeout=int(timeout),
-            retries=retries,
-            retry_backoff_factor=1.0,
-            retry_status_forcelist=_RETRY_STATUSES,
+        self.timeout = timeout
+        self.max_wait = max_wait
+        self.max_retries = _int_env("GHINDEX_HTTP_RETRIES", 3)
+        self.retry_base = _float_env("GHINDEX_RETRY_BASE_SECONDS", 1.0)
+        self._token = token
+        self._shown_url = _shown(url)
+        self._sleep = sleep
+        self._clock = clock
+        self._random = random.Random()
+        self._auth = _BearerAuth(token)
+        self._session = requests.Session()
+        self._session.headers.update(
+            {"User-Agent": f"ghindex/{__version__}", "Accept": "application/json"}
         )
-        self._client = Client(transport=self._transport, execute_timeout=timeout)
-        self._session = self._client.connect_sync()
+        self._gql = Client(transport=_GitHubTransport(self)).connect_sync()
+        self._last_response: requests.Response | None = None
+        self._costs: dict[str, int] = {}
+        self._reset: float | None = None
         self.requests = 0
+        self.retries = 0
+        self.cost = 0
+        self.waited_seconds = 0.0
+        self.remaining: int | None = None
         self.last_rate_limit: dict[str, Any] | None = None
+
+    @property
+    def reset_at(self) -> datetime | None:
+        """When GitHub last said the rate limit resets."""
+        return datetime.fromtimestamp(self._reset, UTC) if self._reset is not None else None
+
+    def stats(self) -> dict[str, Any]:
+        """What this client did, for the `runs` table."""
+        return {
+            "requests": self.requests,
+            "retries": self.retries,
+            "cost": self.cost,
+            "waited_seconds": round(self.waited_seconds, 3),
+        }
 
     def execute(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
         """Run query `name` and return its `data`; raise GitHubError on any failure."""
-        request = GraphQLRequest(query_document(name), variable_values=variables)
-        self.requests += 1
         try:
-            data = self._session.execute(request)
+            return self._execute(name, variables)
+        except GitHubError as exc:
+            # Last line of defence: whatever the server echoed, the token stays out.
+            raise type(exc)(self._scrub(str(exc))) from None
+
+    def _execute(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+        document, operation = _query(name)
+        request = GraphQLRequest(document, variable_values=variables, operation_name=operation)
+        failures = 0
+        waits = 0
+        while True:
+            self._mind_budget(name)
+            try:
+                return self._attempt(name, request)
+            except _Transient as problem:
+                if failures >= self.max_retries:
+                    raise GitHubError(problem.final) from None
+                delay = self._random.uniform(0, min(BACKOFF_CAP, self.retry_base * 2**failures))
+                failures += 1
+                log.info(
+                    "%s; retry %d of %d in %.1fs",
+                    self._scrub(problem.reason),
+                    failures,
+                    self.max_retries,
+                    delay,
+                )
+                self._pause(delay)
+            except _RateLimit as limit:
+                waits += 1
+                if waits > RATE_LIMIT_WAITS:
+                    raise RateLimited(
+                        f"GitHub still rate-limits after {RATE_LIMIT_WAITS} waits: "
+                        "progress is saved; run again later"
+                    ) from None
+                self._wait_out(limit, waits)
+            self.retries += 1
+
+    # -- one HTTP round trip
+
+    def _attempt(self, name: str, request: GraphQLRequest) -> dict[str, Any]:
+        try:
+            result = self._gql.execute(request, get_execution_result=True)
+            data, errors = result.data, result.errors
         except TransportQueryError as exc:
-            raise _query_error(exc, variables) from None
-        except TransportServerError as exc:
-            raise _http_error(exc.code, self.url) from None
-        except TransportError as exc:
-            raise GitHubError(f"GraphQL request to {self.url} failed: {_one_line(exc)}") from None
-        except OSError as exc:  # connection refused, DNS, TLS
-            raise GitHubError(f"cannot reach {self.url}: {_one_line(exc)}") from None
-        self.last_rate_limit = data.get("rateLimit") or self.last_rate_limit
+            data, errors = exc.data, exc.errors
+        response = self._last_response
+        assert response is not None
+        if isinstance(data, dict):
+            self._note_rate_limit(name, data.get("rateLimit"))
+        if errors:
+            errors = errors if isinstance(errors, list) else [errors]
+            errors = [e if isinstance(e, dict) else {"message": str(e)} for e in errors]
+            if any(e.get("type") == "RATE_LIMITED" for e in errors):
+                raise _RateLimit(_retry_after(response), _reset_header(response) or self._reset)
+            message = _one_line(errors[0].get("message") or "unknown error")
+            if message.lower().startswith(_TRANSIENT_GRAPHQL):
+                raise _Transient(
+                    f"GraphQL error from {self._shown_url}: {message}",
+                    f"GitHub answered with a GraphQL error: {message}",
+                )
+            variables = request.variable_values or {}
+            raise _query_error(errors, data, variables, request.operation_name or name)
         return data
 
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One HTTP round trip: the parsed body of a 2xx answer, or a classified failure."""
+        self.requests += 1
+        url = self._shown_url
+        try:
+            response = self._session.post(
+                self.url, json=payload, auth=self._auth, timeout=self.timeout
+            )
+        except requests.Timeout:
+            raise _Transient(
+                f"no answer from {url} within {self.timeout:g}s",
+                f"{url} did not answer within {self.timeout:g}s after retries: "
+                "GitHub may be slow; run again later",
+            ) from None
+        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            reason = _connection_reason(exc)
+            raise _Transient(
+                f"cannot reach {url}: {reason}", f"cannot reach {url}: {reason}"
+            ) from None
+        except requests.RequestException as exc:
+            raise GitHubError(f"GraphQL request to {url} failed: {_one_line(exc)}") from None
+
+        self._last_response = response
+        self._note_headers(response.headers)
+        status = response.status_code
+        if status == 401:
+            raise GitHubError(
+                "GitHub rejected the token (HTTP 401 Bad credentials): "
+                "check that GITHUB_TOKEN holds a valid, unexpired token"
+            )
+        if status in (403, 429):
+            limit = _rate_limit(response, self._reset)
+            if limit is not None:
+                raise limit
+            raise GitHubError(
+                f"GitHub refused the request (HTTP {status}: {_message(response)}): "
+                "check the token's scopes and its access to the repository"
+            )
+        if status in _TRANSIENT_STATUSES:
+            raise _Transient(
+                f"HTTP {status} from {url}",
+                f"{url} answered HTTP {status} after retries: "
+                "GitHub may be degraded; run again later",
+            )
+        if status == 404:
+            raise GitHubError(
+                f"{url} answered HTTP 404 Not Found: check GHINDEX_GRAPHQL_URL "
+                "(GitHub Enterprise Server uses https://HOST/api/graphql)"
+            )
+        if not 200 <= status < 300:
+            raise GitHubError(f"{url} answered HTTP {status}: {_message(response)}")
+        return self._json(response)
+
+    def _json(self, response: requests.Response) -> dict[str, Any]:
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise GitHubError(
+                f"{self._shown_url} answered with a malformed body (not JSON): "
+                f"{_snippet(response.text)}"
+            )
+        return body
+
+    # -- rate limits
+
+    def _note_headers(self, headers: Any) -> None:
+        remaining = _int_or_none(headers.get("X-RateLimit-Remaining"))
+        reset = _int_or_none(headers.get("X-RateLimit-Reset"))
+        if remaining is not None:
+            self.remaining = remaining
+        if reset is not None:
+            self._reset = float(reset)
+
+    def _note_rate_limit(self, name: str, rate_limit: Any) -> None:
+        if not isinstance(rate_limit, dict):
+            return  # GitHub Enterprise Server without rate limiting answers null
+        self.last_rate_limit = rate_limit
+        cost = rate_limit.get("cost")
+        if isinstance(cost, int):
+            self.cost += cost
+            self._costs[name] = cost
+        if isinstance(rate_limit.get("remaining"), int):
+            self.remaining = rate_limit["remaining"]
+        reset = _parse_time(rate_limit.get("resetAt"))
+        if reset is not None:
+            self._reset = reset
+
+    def _mind_budget(self, name: str) -> None:
+        """Wait for the reset first when the points left would not cover query `name`."""
+        if self.remaining is None or self._reset is None:
+            return
+        if self.remaining >= self._costs.get(name, 1):
+            return
+        if self._reset + RESET_MARGIN > self._clock():
+            self._wait_for_reset(self._reset)
+        self.remaining = None  # unknown until GitHub says again
+
+    def _wait_out(self, limit: _RateLimit, waits: int) -> None:
+        if limit.retry_after is None and limit.reset is not None:
+            self._wait_for_reset(limit.reset, at_least=RESET_MARGIN)
+            self.remaining = None
+            return
+        seconds = limit.retry_after
+        if seconds is None:
+            seconds = SECONDARY_WAIT * 2 ** (waits - 1)
+        if seconds > self.max_wait:
+            raise RateLimited(
+                f"GitHub's secondary rate limit asks for a pause of {_duration(seconds)} "
+                f"(more than --max-wait {self.max_wait:g}s): progress is saved; "
+                "run again in a few minutes"
+            )
+        log.warning("secondary rate limit: waiting %s before retrying", _duration(seconds))
+        self._pause(seconds)
+
+    def _wait_for_reset(self, reset: float, at_least: float = 0.0) -> None:
+        seconds = max(reset + RESET_MARGIN - self._clock(), at_least)
+        until = time.strftime("%H:%M:%S", time.gmtime(reset))
+        if seconds > self.max_wait:
+            raise RateLimited(
+                f"GitHub's rate limit is exhausted until {until} UTC (waiting would exceed "
+                f"--max-wait {self.max_wait:g}s): progress is saved; run again after the reset"
+            )
+        log.warning(
+            "rate limit: %d points left, waiting %s until %s UTC",
+            self.remaining or 0,
+            _duration(seconds),
+            until,
+        )
+        self._pause(seconds)
+
+    def _pause(self, seconds: float) -> None:
+        self._sleep(seconds)
+        self.waited_seconds += seconds
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._token, "[token]") if self._token else text
+
     def close(self) -> None:
-        self._client.close_sync()
+        self._gql.client.close_sync()
+        self._session.close()
 
     def __enter__(self) -> GraphQLClient:
         return self
@@ -90,39 +434,120 @@ class GraphQLClient:
         self.close()
 
 
-def _query_error(exc: TransportQueryError, variables: dict[str, Any]) -> GitHubError:
-    errors = exc.errors or [{"message": str(exc)}]
-    first = errors[0] if isinstance(errors[0], dict) else {"message": str(errors[0])}
+def _rate_limit(response: requests.Response, known_reset: float | None) -> _RateLimit | None:
+    """The rate limit a 403/429 reports, or None when it is a plain refusal.
+
+    GitHub's advice, in order: obey Retry-After; with no points left wait for
+    X-RateLimit-Reset; otherwise (a secondary limit) wait at least a minute.
+    """
+    retry_after = _retry_after(response)
+    if retry_after is not None:
+        return _RateLimit(retry_after=retry_after)
+    text = response.text.lower()
+    primary = response.headers.get("X-RateLimit-Remaining") == "0" or any(
+        marker in text for marker in ("rate_limited", "api rate limit exceeded")
+    )
+    if primary:
+        return _RateLimit(reset=_reset_header(response) or known_reset)
+    if response.status_code == 429 or "secondary rate limit" in text:
+        return _RateLimit()
+    return None
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    value = (response.headers.get("Retry-After") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def _reset_header(response: requests.Response) -> float | None:
+    reset = _int_or_none(response.headers.get("X-RateLimit-Reset"))
+    return float(reset) if reset is not None else None
+
+
+def _query_error(
+    errors: list[dict[str, Any]], data: Any, variables: dict[str, Any], operation: str
+) -> GitHubError:
+    first = errors[0]
     kind = first.get("type") or (first.get("extensions") or {}).get("type")
+    path = first.get("path") or []
     message = _one_line(first.get("message") or "unknown error")
-    if kind == "NOT_FOUND" and (first.get("path") or [None])[0] == "repository":
+    if kind == "NOT_FOUND" and path[:1] == ["repository"]:
         repo = f"{variables.get('owner')}/{variables.get('name')}"
         return RepoNotFound(
             f"repository {repo} not found, or the token cannot read it: "
             "check the name and the token's access"
         )
-    if kind == "RATE_LIMITED":
-        return GitHubError(
-            f"GitHub's rate limit is exhausted ({message}): run again after it resets"
-        )
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    if data is not None:
+        where = f" at {'.'.join(str(p) for p in path)}" if path else ""
+        return GitHubError(
+            f"GitHub answered {operation} with partial data and an error{where}: {message}{more}"
+        )
     return GitHubError(f"GitHub answered with a GraphQL error: {message}{more}")
 
 
-def _http_error(status: int | None, url: str) -> GitHubError:
-    if status == 401:
-        return GitHubError(
-            "GitHub rejected the token (HTTP 401 Bad credentials): "
-            "check that GITHUB_TOKEN holds a valid, unexpired token"
-        )
-    if status == 403:
-        return GitHubError(
-            "GitHub refused the request (HTTP 403): the token lacks access or a secondary "
-            "rate limit was hit; check the token's scopes or wait and run again"
-        )
-    return GitHubError(
-        f"{url} answered HTTP {status} after retries: GitHub may be degraded; run again later"
-    )
+def _message(response: requests.Response) -> str:
+    """GitHub's `message` from an error body, else the start of the body."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return _one_line(body["message"])
+    return _snippet(response.text) or response.reason or "no body"
+
+
+def _connection_reason(exc: Exception) -> str:
+    text = str(exc)
+    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
+    return errno.group(0).strip() if errno else _one_line(text)
+
+
+def _shown(url: str) -> str:
+    """The URL without credentials or query string, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _duration(seconds: float) -> str:
+    """12m 30s, 1h 5m, 2s: whole seconds, rounded up."""
+    total = math.ceil(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
+    return " ".join(parts) or "0s"
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _int_env(name: str, default: int) -> int:
@@ -133,6 +558,23 @@ def _int_env(name: str, default: int) -> int:
         return max(0, int(value))
     except ValueError:
         raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
+
+
+def _float_env(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or math.isinf(number):
+        raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
+    return number
+
+
+def _snippet(text: str) -> str:
+    return _one_line(text)[:100]
 
 
 def _one_line(value: object) -> str:

@@ -1,0 +1,87 @@
+"""Small helpers every saver shares: batch upserts and GitHub's time format."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+Node = dict[str, Any]
+Row = dict[str, Any]
+
+
+def upsert(
+    con: duckdb.DuckDBPyConnection, table: str, key: str | tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    """Insert rows, replacing any existing row with the same key."""
+    if not rows:
+        return
+    keys = (key,) if isinstance(key, str) else key
+    batch = unique(rows, keys)
+    con.register("_batch", pa.Table.from_pylist(batch))
+    try:
+        match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
+        con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM _batch b WHERE {match})")
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
+    finally:
+        con.unregister("_batch")
+
+
+def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Row]) -> None:
+    if not rows:
+        return
+    con.register("_batch", pa.Table.from_pylist(list(rows)))
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
+    finally:
+        con.unregister("_batch")
+
+
+def delete_where_in(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, values: Sequence[str]
+) -> None:
+    if values:
+        con.execute(f"DELETE FROM {table} WHERE list_contains(?, {column})", [list(values)])
+
+
+def unique(rows: Sequence[Row], key: tuple[str, ...]) -> list[Row]:
+    """The last row for each key, in first-seen order."""
+    return list({tuple(row[k] for k in key): row for row in rows}.values())
+
+
+def github_time(value: str) -> datetime:
+    """A GitHub DateTime ('2015-03-01T12:00:00Z') as an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def newest_update(nodes: Sequence[Node]) -> datetime | None:
+    """The latest `updatedAt` among nodes, or None for no nodes."""
+    return max((github_time(n["updatedAt"]) for n in nodes), default=None)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def login(actor: Node | None) -> str | None:
+    return (actor or {}).get("login")
+
+
+def count(connection: Node | None) -> int | None:
+    return (connection or {}).get("totalCount")
+
+
+def nodes_of(connection: Node | None) -> list[Node]:
+    """The nodes of a connection that was read to its end.
+
+    Replacing children from a partial listing would delete real rows, so a
+    connection with more pages is a bug in the caller, not something to store.
+    """
+    if connection is None:
+        return []
+    if (connection.get("pageInfo") or {}).get("hasNextPage"):
+        raise ValueError("refusing to store a connection that was not read to its end")
+    return [n for n in connection.get("nodes") or [] if n]
