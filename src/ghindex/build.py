@@ -12,8 +12,8 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,9 +45,19 @@ class BuildReport:
     deleted: int
     seconds: float
     counts: dict[str, int]
+    git: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """A local clone to read docs and commits (or wiki pages) from."""
+
+    path: Path
+    wiki: bool = False
+    repo: str | None = None  # owner/name; read from the clone's origin remote when None
 
 
 def build(
@@ -55,6 +65,7 @@ def build(
     *,
     model: str | None = None,
     full: bool = False,
+    git: Sequence[GitSource] = (),
     chunking: ChunkSettings | None = None,
     embedder_factory: Callable[[str], Embedder] = Embedder,
     progress: Progress | None = None,
@@ -66,7 +77,7 @@ def build(
     chunking = chunking or ChunkSettings()
     model_name = canonical_model_name(model or settings.model)
 
-    if not settings.state_path.exists():
+    if not settings.state_path.exists() and not git:
         raise StateError(f"no state database at {settings.state_path}: run `ghindex fetch` first")
     db = index.connect(settings.lance_path)
     if full:
@@ -75,6 +86,7 @@ def build(
 
     con = open_state(settings.state_path)
     try:
+        git_reports = [_sync_git(con, source, full, say) for source in git]
         documents = list(iter_documents(con))
         say(f"{len(documents)} documents")
         chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
@@ -104,6 +116,7 @@ def build(
             from_cache=len(hashes) - len(missing),
             seconds=round(time.perf_counter() - started, 3),
             counts=counts,
+            git=git_reports,
             **written,
         )
         write_manifest(settings.manifest_path, con, report, chunking)
@@ -119,6 +132,18 @@ def build(
     finally:
         con.close()
     return report
+
+
+def _sync_git(con, source: GitSource, full: bool, say: Progress) -> dict[str, Any]:
+    """Bring the docs, commits (or wiki pages) of one clone into the state."""
+    from ghindex import gitsource
+
+    remote = None if source.repo else gitsource.repo_from_remote(source.path)
+    repo = source.repo or remote.repo
+    web = {"web_url": remote.web_url} if remote else {}
+    say(f"{repo}: reading {'wiki' if source.wiki else 'git'} sources from {source.path}")
+    sync = gitsource.sync_wiki if source.wiki else gitsource.sync_git
+    return sync(con, repo, source.path, full=full, **web).as_dict()
 
 
 def write_manifest(path: Path, con, report: BuildReport, chunking: ChunkSettings) -> None:

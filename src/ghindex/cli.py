@@ -149,25 +149,72 @@ def fetch(
     metavar="NAME_OR_PATH",
     help="sentence-transformers model (env GHINDEX_MODEL; default all-MiniLM-L6-v2).",
 )
-@click.option("--full", is_flag=True, help="Drop the index and embedding cache; rebuild.")
+@click.option(
+    "--git",
+    "git_paths",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(file_okay=False, exists=True),
+    help="A local clone: read its docs and default-branch commits (repeatable).",
+)
+@click.option(
+    "--wiki",
+    "wiki_paths",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(file_okay=False, exists=True),
+    help="A clone of OWNER/NAME.wiki.git: read its pages (repeatable).",
+)
+@click.option(
+    "--repo",
+    metavar="OWNER/NAME",
+    help="Repository the --git/--wiki clones belong to (default: their origin remote).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Drop the index and embedding cache and re-read git sources; rebuild.",
+)
 @json_option
 @click.pass_obj
-def build(obj: Context, model: str | None, full: bool, as_json: bool) -> None:
+def build(
+    obj: Context,
+    model: str | None,
+    git_paths: tuple[str, ...],
+    wiki_paths: tuple[str, ...],
+    repo: str | None,
+    full: bool,
+    as_json: bool,
+) -> None:
     """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
 
     Only chunks whose text is new are embedded; the rest come from the cache.
+    With --git/--wiki, docs, commits and wiki pages are read from the clones'
+    git objects (never their working trees) into the state first.
 
     \b
-    Example:
+    Examples:
       ghindex build
+      ghindex build --git . --wiki ../project.wiki
     """
+    from ghindex.build import GitSource
     from ghindex.build import build as run_build
+    from ghindex.config import parse_repo
 
     settings = obj.settings(model=model)
-    report = run_build(settings, full=full, progress=progress(not as_json))
+    owner = parse_repo(repo) if repo else None
+    sources = [GitSource(Path(p), repo=owner) for p in git_paths]
+    sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
+    report = run_build(settings, full=full, git=sources, progress=progress(not as_json))
     if as_json:
         emit_json(report.as_dict())
         return
+    for source in report.git:
+        click.echo(
+            f"{source['repo']} {source['source']} at {source['commit'][:12]}: "
+            f"{source['docs_added']} docs added, {source['docs_updated']} updated, "
+            f"{source['docs_removed']} removed; {source['commits_added']} commits added"
+        )
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items()) or "nothing"
     click.echo(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
     click.echo(

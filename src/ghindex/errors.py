@@ -31,3 +31,7 @@ class IndexUnusable(GhindexError):
 
 class RateLimited(GitHubError):
     """GitHub's rate limit would need a longer wait than allowed; committed progress is kept."""
+
+
+class GitSourceError(GhindexError):
+    """git failed or a local repository cannot be indexed as it is."""

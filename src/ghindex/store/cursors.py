@@ -36,6 +36,37 @@ def set_high_water_mark(
     )
 
 
+def get_cursor(con: duckdb.DuckDBPyConnection, repo: str, surface: str) -> str | None:
+    """The text cursor of a surface (a git sha for git sources)."""
+    rows = con.execute(
+        "SELECT cursor FROM sync_state WHERE repo = ? AND surface = ?", [repo, surface]
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+def set_cursor(
+    con: duckdb.DuckDBPyConnection,
+    repo: str,
+    surface: str,
+    sha: str,
+    mark: datetime | None,
+    seen: int,
+) -> None:
+    """Point a git surface at `sha`. Unlike time marks it may move back (a force push)."""
+    con.execute(
+        """
+        INSERT INTO sync_state (repo, surface, high_water_mark, items_seen, updated_at, cursor)
+        VALUES (?, ?, ?, ?, now(), ?)
+        ON CONFLICT (repo, surface) DO UPDATE SET
+            high_water_mark = excluded.high_water_mark,
+            items_seen = sync_state.items_seen + excluded.items_seen,
+            updated_at = excluded.updated_at,
+            cursor = excluded.cursor
+        """,
+        [repo, surface, mark, seen, sha],
+    )
+
+
 def record_run(
     con: duckdb.DuckDBPyConnection,
     *,
