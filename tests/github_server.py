@@ -71,6 +71,7 @@ _ISSUES = "__test_server_issues"
 _PULLS = "__test_server_pull_requests"
 _DISCUSSIONS = "__test_server_discussions"
 _RELEASES = "__test_server_releases"
+_OWNED = "__test_server_owned_repositories"
 
 
 # --------------------------------------------------------------------------- schema
@@ -96,6 +97,9 @@ def load_schema() -> GraphQLSchema:
     repository.fields["pullRequests"].resolve = _resolve_pull_requests
     repository.fields["discussions"].resolve = _resolve_discussions
     repository.fields["releases"].resolve = _resolve_releases
+    query.fields["repositoryOwner"].resolve = _resolve_owner
+    for owner_type in ("Organization", "User"):
+        schema.type_map[owner_type].fields["repositories"].resolve = _resolve_owner_repositories
     query.fields["node"].resolve = _resolve_node
     query.fields["nodes"].resolve = _resolve_nodes
     return schema
@@ -426,6 +430,45 @@ def _resolve_releases(
     return _connection(
         repository[_RELEASES], lambda _node: True, orderBy, first, after, last, before
     )
+
+
+def _resolve_owner(_root: Any, info: Any, login: str) -> dict[str, Any] | None:
+    server = _server(info)
+    with server.lock:
+        owned = [
+            entry["repository"]
+            for name, entry in server.repos.items()
+            if name.split("/", 1)[0].lower() == login.lower()
+        ]
+    if not owned:
+        return None
+    return {"__typename": "Organization", "login": login, "id": _node_id("O_", login),
+            _OWNED: owned}  # fmt: skip
+
+
+def _resolve_owner_repositories(
+    owner: Mapping[str, Any],
+    _info: Any,
+    first: int | None = None,
+    after: str | None = None,
+    last: int | None = None,
+    before: str | None = None,
+    orderBy: Mapping[str, str] | None = None,
+    isArchived: bool | None = None,
+    isFork: bool | None = None,
+    **_ignored: Any,
+) -> dict[str, Any]:
+    def keep(node: Mapping[str, Any]) -> bool:
+        if isArchived is not None and node["isArchived"] != isArchived:
+            return False
+        return isFork is None or node["isFork"] == isFork
+
+    selected = sorted(
+        (node for node in owner[_OWNED] if keep(node)),
+        key=lambda node: node["nameWithOwner"].lower(),
+        reverse=(orderBy or {}).get("direction") == "DESC",
+    )
+    return _slice(selected, first, after, last, before)
 
 
 def _resolve_node(_root: Any, info: Any, id: str) -> dict[str, Any] | None:

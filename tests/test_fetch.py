@@ -398,3 +398,59 @@ def test_repos_can_come_from_ghindex_toml(hello, workdir, run, isolated):
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["repos"][0]["repo"] == "octo/hello"
+
+
+def test_org_fetches_the_repositories_the_settings_select(github, workdir, run, isolated):
+    for name, fields in [
+        ("encode/httpx", {}),
+        ("encode/httpcore", {}),
+        ("encode/old-thing", {"isArchived": True}),
+        ("encode/forked", {"isFork": True}),
+        ("encode/httpx-docs", {}),
+        ("other/httpx", {}),
+    ]:
+        github.add_repo(name, issues=[issue_node(1, repo=name)], **fields)
+    (isolated / "ghindex.toml").write_text('include = ["http*"]\nexclude = ["*-docs"]\n')
+
+    result = run("fetch", "--org", "encode", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert [r["repo"] for r in json.loads(result.stdout)["repos"]] == [
+        "encode/httpcore",
+        "encode/httpx",
+    ]
+    assert rows(workdir, "SELECT repo FROM issues ORDER BY 1") == [
+        ("encode/httpcore",),
+        ("encode/httpx",),
+    ]
+
+
+def test_org_switches_take_archived_repos_and_forks(github, run, isolated):
+    github.add_repo("encode/old-thing", isArchived=True)
+    github.add_repo("encode/forked", isFork=True)
+    (isolated / "ghindex.toml").write_text("archived = true\nforks = true\n")
+
+    result = run("fetch", "--org", "encode", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert [r["repo"] for r in json.loads(result.stdout)["repos"]] == [
+        "encode/forked",
+        "encode/old-thing",
+    ]
+
+
+def test_an_org_with_nothing_selected_or_unknown_says_so(github, run):
+    github.add_repo("encode/old-thing", isArchived=True)
+
+    nothing = run("fetch", "--org", "encode")
+    assert nothing.exit_code == 1
+    assert nothing.stderr == (
+        "Error: encode has no repositories that the include/exclude/archived/forks settings "
+        "select: check them in ghindex.toml\n"
+    )
+    unknown = run("fetch", "--org", "nobody")
+    assert unknown.exit_code == 1
+    assert unknown.stderr == (
+        "Error: organisation or user 'nobody' not found, or the token cannot see it: "
+        "check the name and the token's access\n"
+    )

@@ -89,6 +89,14 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
     help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
 )
 @click.option(
+    "--org",
+    "orgs",
+    multiple=True,
+    metavar="ORG",
+    help="Every repository of this organisation or user, filtered by the include, exclude, "
+    "archived and forks settings of ghindex.toml (repeatable).",
+)
+@click.option(
     "--full",
     is_flag=True,
     help="Ignore the high-water marks, read everything, and remove items GitHub confirms gone.",
@@ -103,7 +111,12 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
 @json_option
 @click.pass_obj
 def fetch(
-    obj: Context, repos: tuple[str, ...], full: bool, max_wait: float | None, as_json: bool
+    obj: Context,
+    repos: tuple[str, ...],
+    orgs: tuple[str, ...],
+    full: bool,
+    max_wait: float | None,
+    as_json: bool,
 ) -> None:
     """Pull issues, pull requests, discussions, releases, comments, reviews and
     links into WORKDIR/state.duckdb, incrementally.
@@ -112,21 +125,34 @@ def fetch(
     Enterprise Server or any server speaking GitHub's GraphQL schema.
 
     \b
-    Example:
+    Examples:
       ghindex fetch --repo psf/requests --repo encode/httpx
+      ghindex fetch --org encode --max-wait 600
     """
-    settings = obj.settings(repos=repos, max_wait=max_wait)
-    if not settings.repos:
-        raise click.UsageError("give at least one --repo OWNER/NAME (or `repos` in ghindex.toml)")
+    settings = obj.settings(repos=repos, orgs=orgs, max_wait=max_wait)
+    if not settings.repos and not settings.orgs:
+        raise click.UsageError(
+            "give at least one --repo OWNER/NAME or --org ORG (or `repos` / `orgs` in ghindex.toml)"
+        )
     token = github_token()
     from ghindex.fetch.client import GraphQLClient
     from ghindex.ingest import fetch as run_fetch
+    from ghindex.ingest import organisation_repos
 
     with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
+        chosen = list(settings.repos)
+        for org in settings.orgs:
+            found = organisation_repos(client, org, settings.select)
+            if not found:
+                raise click.ClickException(
+                    f"{org} has no repositories that the include/exclude/archived/forks "
+                    "settings select: check them in ghindex.toml"
+                )
+            chosen += found
         report = run_fetch(
             settings.state_path,
             client,
-            settings.repos,
+            list(dict.fromkeys(chosen)),
             full=full,
             progress=progress(not as_json),
         )

@@ -11,6 +11,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from ghindex.errors import ConfigError
@@ -29,9 +30,35 @@ _ENV_FOR_KEY = {
     "model": "GHINDEX_MODEL",
     "max_wait": "GHINDEX_MAX_WAIT",
     "repos": None,
+    "orgs": None,
+    "include": None,
+    "exclude": None,
+    "archived": None,
+    "forks": None,
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class RepoSelection:
+    """Which repositories of an organisation `fetch --org` takes."""
+
+    include: tuple[str, ...] = ()  # glob patterns on 'name' or 'owner/name'; empty: all
+    exclude: tuple[str, ...] = ()
+    archived: bool = False
+    forks: bool = False
+
+    def wants(self, node: dict[str, object]) -> bool:
+        full = str(node["nameWithOwner"]).lower()
+        names = (full, full.split("/", 1)[1])
+        if node.get("isArchived") and not self.archived:
+            return False
+        if node.get("isFork") and not self.forks:
+            return False
+        if self.include and not any(fnmatch(n, p.lower()) for p in self.include for n in names):
+            return False
+        return not any(fnmatch(n, p.lower()) for p in self.exclude for n in names)
 
 
 @dataclass(frozen=True)
@@ -42,6 +69,8 @@ class Settings:
     store: str | None = None
     repos: tuple[str, ...] = field(default_factory=tuple)
     max_wait: float = DEFAULT_MAX_WAIT
+    orgs: tuple[str, ...] = ()
+    select: RepoSelection = field(default_factory=lambda: RepoSelection())
 
     @property
     def state_path(self) -> Path:
@@ -80,6 +109,13 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         store=(str(pick("store", "")) or None),
         repos=tuple(parse_repo(r) for r in repos),
         max_wait=_seconds(pick("max_wait", DEFAULT_MAX_WAIT)),
+        orgs=tuple(_strings(pick("orgs", ()), "orgs")),
+        select=RepoSelection(
+            include=tuple(_strings(pick("include", ()), "include")),
+            exclude=tuple(_strings(pick("exclude", ()), "exclude")),
+            archived=_flag(pick("archived", False), "archived"),
+            forks=_flag(pick("forks", False), "forks"),
+        ),
     )
 
 
@@ -92,6 +128,20 @@ def parse_repo(value: str) -> str:
     if not _REPO_RE.match(text):
         raise ConfigError(f"not a repository: {value!r}: use the form owner/name")
     return text
+
+
+def _strings(value: object, key: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{key} must be a list of strings")
+    return list(value)
+
+
+def _flag(value: object, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, not {value!r}")
+    return value
 
 
 def _seconds(value: object) -> float:

@@ -30,6 +30,7 @@ from typing import Any
 
 import duckdb
 
+from ghindex.config import RepoSelection
 from ghindex.errors import GhindexError
 from ghindex.fetch import listings
 from ghindex.fetch.client import GraphQLClient
@@ -86,6 +87,11 @@ _DESCENDING = (
     _Surface("pull_requests", listings.pull_request_pages, items.save_pull_requests),
     _Surface("discussions", listings.discussion_pages, items.save_discussions),
 )
+
+
+def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
+    """The repositories of `org` that `select` takes, by name."""
+    return [n["nameWithOwner"] for n in listings.owner_repositories(client, org) if select.wants(n)]
 
 
 def fetch(

@@ -30,6 +30,25 @@ def repository(client: GraphQLClient, repo: str) -> Node:
     return node
 
 
+def owner_repositories(client: GraphQLClient, login: str) -> list[Node]:
+    """Every repository `login` (an organisation or a user) owns."""
+    found: list[Node] = []
+    after: str | None = None
+    while True:
+        data = client.execute("owner_repositories", {"login": login, "after": after})
+        owner = data.get("repositoryOwner")
+        if not owner:
+            raise RepoNotFound(
+                f"organisation or user {login!r} not found, or the token cannot see it: "
+                "check the name and the token's access"
+            )
+        connection = owner["repositories"]
+        found.extend(node for node in connection["nodes"] if node)
+        if not connection["pageInfo"]["hasNextPage"]:
+            return found
+        after = connection["pageInfo"]["endCursor"]
+
+
 def issue_pages(client: GraphQLClient, repo: str, since: datetime | None) -> Iterator[list[Node]]:
     """Issues updated at or after `since` (all when None), oldest update first."""
     variables = {"since": since.isoformat() if since else None}
