@@ -470,7 +470,6 @@ def comment_node(c: dict) -> dict:
         "authorAssociation": c.get("author_association") or "NONE",
         "createdAt": iso(c["created_at"]),
         "updatedAt": iso(c.get("updated_at") or c["created_at"]),
-        "reactions": {"totalCount": (c.get("reactions") or {}).get("total_count", 0)},
     }
 
 
@@ -499,7 +498,6 @@ def review_comment_node(c: dict) -> dict:
         "originalCommit": oid(c.get("original_commit_id")),
         "replyTo": {"databaseId": reply_to} if reply_to else None,
         "pullRequestReview": {"databaseId": review} if review else None,
-        "reactions": {"totalCount": (c.get("reactions") or {}).get("total_count", 0)},
     }
 
 
