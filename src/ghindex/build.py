@@ -21,9 +21,10 @@ from typing import Any
 from ghindex import __version__, index
 from ghindex.chunking import ChunkSettings, chunk_document
 from ghindex.config import Settings
-from ghindex.documents import iter_documents
+from ghindex.documents import DocumentSettings, iter_documents
 from ghindex.embed import Embedder, canonical_model_name
 from ghindex.errors import StateError
+from ghindex.graph import replace_doc_links
 from ghindex.store import cursors
 from ghindex.store.state import open_state, transaction
 
@@ -67,6 +68,7 @@ def build(
     full: bool = False,
     git: Sequence[GitSource] = (),
     chunking: ChunkSettings | None = None,
+    doc_settings: DocumentSettings | None = None,
     embedder_factory: Callable[[str], Embedder] = Embedder,
     progress: Progress | None = None,
 ) -> BuildReport:
@@ -75,28 +77,28 @@ def build(
     started = time.perf_counter()
     started_at = datetime.now(UTC)
     chunking = chunking or ChunkSettings()
+    doc_settings = doc_settings or DocumentSettings()
     model_name = canonical_model_name(model or settings.model)
 
     if not settings.state_path.exists() and not git:
         raise StateError(f"no state database at {settings.state_path}: run `ghindex fetch` first")
     db = index.connect(settings.lance_path)
     if full:
-        index.drop_all(db)
+        index.drop_chunks(db)
     index.check_model(db, settings.lance_path, model_name)
 
     con = open_state(settings.state_path)
     try:
         git_reports = [_sync_git(con, source, full, say) for source in git]
-        documents = list(iter_documents(con))
+        documents = list(iter_documents(con, doc_settings))
         say(f"{len(documents)} documents")
         chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
         hashes = list(dict.fromkeys(c.content_hash for c in chunks))
-        vectors = index.cached_vectors(db, hashes)
+        vectors = index.cached_vectors(db, model_name, hashes)
         missing = [h for h in hashes if h not in vectors]
         texts = {c.content_hash: c.text for c in chunks}
-        built = index.index_model(db)
-        dimension = built[1] if built else 0
-        if missing or not built:
+        dimension = index.cache_dimension(db, model_name) or 0
+        if missing or not dimension:
             say(f"loading model {model_name}")
             embedder = embedder_factory(model_name)
             dimension = embedder.dimension
@@ -119,7 +121,7 @@ def build(
             git=git_reports,
             **written,
         )
-        write_manifest(settings.manifest_path, con, report, chunking)
+        write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
         with transaction(con):
             cursors.record_run(
                 con,
@@ -143,10 +145,19 @@ def _sync_git(con, source: GitSource, full: bool, say: Progress) -> dict[str, An
     web = {"web_url": remote.web_url} if remote else {}
     say(f"{repo}: reading {'wiki' if source.wiki else 'git'} sources from {source.path}")
     sync = gitsource.sync_wiki if source.wiki else gitsource.sync_git
-    return sync(con, repo, source.path, full=full, **web).as_dict()
+    report = sync(con, repo, source.path, full=full, **web).as_dict()
+    with transaction(con):
+        report["links"] = replace_doc_links(con, repo)
+    return report
 
 
-def write_manifest(path: Path, con, report: BuildReport, chunking: ChunkSettings) -> None:
+def write_manifest(
+    path: Path,
+    con,
+    report: BuildReport,
+    chunking: ChunkSettings,
+    doc_settings: DocumentSettings,
+) -> None:
     """The workdir's manifest: what the index holds and how it was built."""
     repos: dict[str, dict[str, Any]] = {}
     for repo, surface, mark in con.execute(
@@ -163,6 +174,7 @@ def write_manifest(path: Path, con, report: BuildReport, chunking: ChunkSettings
         "repos": repos,
         "model": {"name": report.model, "dimension": report.dimension},
         "chunking": chunking.as_dict(),
+        "documents": doc_settings.as_dict(),
         "counts": {**report.counts, "chunks": report.chunks},
     }
     tmp = path.with_suffix(".json.tmp")

@@ -8,14 +8,18 @@ Exit codes: 0 success, 1 failure (one line, no traceback unless --debug),
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 
 import click
 
 from ghindex import __version__
 from ghindex.config import Settings, github_token, load_settings
+from ghindex.documents import TYPES
 from ghindex.errors import GhindexError
 from ghindex.output import configure_logging, emit_json, progress, search_text
+
+_DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
@@ -256,8 +260,8 @@ def build(
     "--type",
     "types",
     multiple=True,
-    type=click.Choice(["issue", "pull_request"]),
-    help="Only this kind of item.",
+    type=click.Choice(sorted({*TYPES, "commit"})),
+    help="Only this kind of document, or of entity (issue includes its comments).",
 )
 @click.option(
     "--state",
@@ -267,7 +271,16 @@ def build(
     help="Only items in this state.",
 )
 @click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
+@click.option("--any-label", "any_labels", multiple=True, help="Only items with one of these.")
+@click.option("--not-label", "not_labels", multiple=True, help="Only items without this label.")
 @click.option("--author", "authors", multiple=True, metavar="LOGIN", help="Only by this author.")
+@click.option("--assignee", "assignees", multiple=True, metavar="LOGIN", help="Assigned to.")
+@click.option("--milestone", "milestones", multiple=True, help="In this milestone (title).")
+@click.option("--path", "path_prefix", metavar="PREFIX", help="Docs and diffs under this path.")
+@click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Updated at or after.")
+@click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Updated before.")
+@click.option("--created-since", type=click.DateTime(_DATE_FORMATS), help="Created at or after.")
+@click.option("--created-until", type=click.DateTime(_DATE_FORMATS), help="Created before.")
 @click.option(
     "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Number of results."
 )
@@ -279,6 +292,17 @@ def build(
     help="hybrid: vectors + BM25 fused by RRF; dense: vectors; sparse: BM25.",
 )
 @click.option(
+    "--rerank",
+    is_flag=True,
+    help="Rerank the top candidates with a cross-encoder (GHINDEX_RERANK_MODEL).",
+)
+@click.option(
+    "--mmr",
+    type=click.FloatRange(0, 1),
+    metavar="LAMBDA",
+    help="Diversify results by maximal marginal relevance (1 = relevance only).",
+)
+@click.option(
     "--snapshot",
     type=click.Path(file_okay=False, exists=True),
     help="Snapshot or workdir to search (default: WORKDIR).",
@@ -288,34 +312,38 @@ def build(
 def search(
     obj: Context,
     query: str,
-    repos: tuple[str, ...],
-    types: tuple[str, ...],
-    states: tuple[str, ...],
-    labels: tuple[str, ...],
-    authors: tuple[str, ...],
     k: int,
     mode: str,
+    rerank: bool,
+    mmr: float | None,
     snapshot: str | None,
     as_json: bool,
+    **filter_options: object,
 ) -> None:
-    """Hybrid search over the index.
+    """Hybrid search over the index; results are whole items.
+
+    A query that is an identifier (#123, owner/repo#12, a commit SHA or prefix,
+    a handle, a file path) finds that item first.
 
     \b
     Examples:
       ghindex search "flaky test on windows" --state open --label bug -k 5
       ghindex search "TypeError: cannot pickle" --mode sparse --json
+      ghindex search "#1234"
     """
     from ghindex.search import Filters, Searcher
 
     root = Path(snapshot) if snapshot else obj.settings().workdir
-    filters = Filters(
-        repos=repos,
-        types=types,
-        states=tuple(s.lower() for s in states),
-        labels=labels,
-        authors=authors,
+    options = {
+        key: (tuple(v.lower() for v in value) if key == "states" else value)
+        for key, value in filter_options.items()
+    }
+    for key in ("since", "until", "created_since", "created_until"):
+        if options.get(key) is not None:
+            options[key] = options[key].replace(tzinfo=UTC)
+    response = Searcher(root / "lance").search(
+        query, filters=Filters(**options), k=k, mode=mode, rerank=rerank, mmr=mmr
     )
-    response = Searcher(root / "lance").search(query, filters=filters, k=k, mode=mode)
     if as_json:
         emit_json(response.as_dict())
     else:
@@ -367,6 +395,90 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
         )
         click.echo(search_text(response))
     click.echo(f'\nTry your own: ghindex search --snapshot {settings.workdir} "your question"')
+
+
+@cli.command()
+@click.argument("handle")
+@click.option(
+    "--hops",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="1: the item's own links; 2: also the links of those items.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only links of this kind, e.g. closes, duplicate_of, mentions (repeatable).",
+)
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Every link event as recorded (connected and disconnected, marked and unmarked "
+    "duplicates), not only what holds now.",
+)
+@click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="Snapshot or workdir to read (default: WORKDIR).",
+)
+@json_option
+@click.pass_obj
+def related(
+    obj: Context,
+    handle: str,
+    hops: int,
+    kinds: tuple[str, ...],
+    history: bool,
+    snapshot: str | None,
+    as_json: bool,
+) -> None:
+    """Graph neighbours of one item (what it links to and what links to it) and
+    the items whose text is nearest to it in the index.
+
+    HANDLE is an item's handle; a comment or review stands for its item, and a
+    commit can be named by the first 7 or more characters of its sha.
+
+    \b
+    Examples:
+      ghindex related psf/requests#6240
+      ghindex related psf/requests#6240 --hops 2 --kind closes --kind duplicate_of
+      ghindex related psf/requests@1a2b3c4 --json
+    """
+    from ghindex.graph import KINDS
+    from ghindex.graph import related as find_related
+    from ghindex.store.state import open_state
+
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown[0]!r} is not a link kind: use one of {', '.join(KINDS)}",
+            param_hint="'--kind'",
+        )
+    root = Path(snapshot) if snapshot else obj.settings().workdir
+    nearest = None
+    if (root / "lance").exists():
+        from ghindex.search import Searcher
+
+        nearest = Searcher(root / "lance").nearest
+    con = open_state(root / "state.duckdb", read_only=True)
+    try:
+        result = find_related(
+            con,
+            handle,
+            hops=hops,
+            kinds=kinds or None,
+            include_history=history,
+            nearest_items=nearest,
+        )
+    finally:
+        con.close()
+    if as_json:
+        emit_json(result.as_dict())
+    else:
+        click.echo(result.as_text())
 
 
 def main() -> None:

@@ -1,63 +1,198 @@
-"""Documents: what the index holds for each item in the state database.
+"""Documents: what the index holds for each thing in the state database.
 
-One document per issue and per pull request: its title, body and the metadata
-that search results show and filters test. Later surfaces (comments, reviews,
-docs, diffs) add their own document types here.
+One document type per surface:
+
+| type | from | entity (what results collapse to) |
+|---|---|---|
+| `issue`, `pull_request`, `discussion` | the item's title and body | the item |
+| `issue_comment` | a comment on an issue, pull request or discussion | the item |
+| `pr_review` | a review's body and verdict | the pull request |
+| `pr_review_comment` | a comment on a diff line, with its path and hunk | the pull request |
+| `release` | release notes | the release |
+| `doc`, `wiki_doc` | a Markdown/RST file, a wiki page | the file or page |
+| `diff` | one file's change in a commit: message, path, patch | the commit |
+
+Comments, reviews and review comments carry their item's state, labels,
+assignees and milestone, so filters apply to a conversation as a whole; their
+author and author association are their own. Bot comments and very short
+comments stay in the state but are not indexed (see `DocumentSettings`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import duckdb
+
+TYPES = (
+    "issue", "pull_request", "discussion", "issue_comment", "pr_review", "pr_review_comment",
+    "release", "doc", "wiki_doc", "diff",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DocumentSettings:
+    """What is left out of the index (it stays in the state)."""
+
+    min_comment_chars: int = 20  # comments, reviews and review comments shorter than this
+    index_bots: bool = False  # comments and reviews by bot accounts
+    skip_paths: tuple[str, ...] = (  # generated files whose diffs drown real changes
+        "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock",
+        "uv.lock", "Pipfile.lock", "composer.lock", "go.sum", "Gemfile.lock",
+    )  # fmt: skip
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class Document:
     handle: str
+    entity: str  # handle of the item results collapse to
+    entity_type: str
     repo: str
-    type: str  # issue | pull_request
+    type: str
     number: int | None
     title: str
     body: str
-    state: str | None  # open | closed | merged
+    preamble: str  # text placed before the first chunk's body (a verdict, a commit message)
+    state: str | None  # open | closed | merged, of the entity
     labels: tuple[str, ...]
     author: str | None
+    author_association: str | None
     assignees: tuple[str, ...]
     milestone: str | None
     path: str | None
-    created_at: datetime
-    updated_at: datetime
+    created_at: datetime | None
+    updated_at: datetime | None
     url: str
 
 
-_THREADS_SQL = """
-SELECT t.handle, t.repo, '{type}' AS type, t.number, t.title, coalesce(t.body, '') AS body,
-       lower(t.state) AS state,
-       coalesce((SELECT list(l.label ORDER BY l.label) FROM issue_labels l
-                 WHERE l.handle = t.handle), []) AS labels,
-       t.author,
-       coalesce((SELECT list(a.login ORDER BY a.login) FROM assignees a
-                 WHERE a.handle = t.handle), []) AS assignees,
-       t.milestone, NULL AS path, t.created_at, t.updated_at, t.url
-FROM {table} t
+# Issues, pull requests and discussions with what their documents and their
+# comments' documents share.
+_ITEMS = """
+WITH items AS (
+    SELECT handle, repo, 'issue' AS type, number, title, body, lower(state) AS state,
+           author, author_association, milestone, created_at, updated_at, url
+    FROM issues
+    UNION ALL
+    SELECT handle, repo, 'pull_request', number, title, body, lower(state), author,
+           author_association, milestone, created_at, updated_at, url
+    FROM pull_requests
+    UNION ALL
+    SELECT handle, repo, 'discussion', number, title, body, lower(state), author,
+           author_association, NULL, created_at, updated_at, url
+    FROM discussions
+),
+item_labels AS (
+    SELECT handle, list(label ORDER BY label) AS labels FROM issue_labels GROUP BY handle
+),
+item_assignees AS (
+    SELECT handle, list(login ORDER BY login) AS assignees FROM assignees GROUP BY handle
+),
+meta AS (
+    SELECT i.*, coalesce(l.labels, []) AS labels, coalesce(a.assignees, []) AS assignees
+    FROM items i
+    LEFT JOIN item_labels l USING (handle)
+    LEFT JOIN item_assignees a USING (handle)
+)
 """
 
+# Every query selects, in this order: handle, entity, entity_type, repo, type, number,
+# title, body, preamble, state, labels, author, author_association, assignees,
+# milestone, path, created_at, updated_at, url (the fields of `Document`).
+_QUERIES = {
+    "items": """
+        SELECT handle, handle, type, repo, type, number, title, coalesce(body, ''), '',
+               state, labels, author, author_association, assignees, milestone, NULL,
+               created_at, updated_at, url
+        FROM meta
+    """,
+    "issue_comment": """
+        SELECT c.handle, m.handle, m.type, c.repo, 'issue_comment', m.number, m.title,
+               coalesce(c.body, ''), '', m.state, m.labels, c.author, c.author_association,
+               m.assignees, m.milestone, NULL, c.created_at, c.updated_at, c.url
+        FROM comments c JOIN meta m ON m.handle = c.parent_handle
+        WHERE {conversation}
+    """,
+    "pr_review": """
+        SELECT r.handle, m.handle, m.type, r.repo, 'pr_review', m.number, m.title,
+               coalesce(r.body, ''),
+               'Review (' || lower(replace(r.state, '_', ' ')) || ') by '
+                   || coalesce(r.author, 'a deleted account'),
+               m.state, m.labels, r.author, r.author_association, m.assignees, m.milestone,
+               NULL, r.created_at, r.updated_at, r.url
+        FROM reviews r JOIN meta m ON m.handle = r.parent_handle
+        WHERE {conversation}
+    """,
+    "pr_review_comment": """
+        SELECT rc.handle, m.handle, m.type, rc.repo, 'pr_review_comment', m.number, m.title,
+               coalesce(rc.body, ''),
+               'On ' || coalesce(rc.path, 'the diff')
+                   || coalesce(' line ' || CAST(rc.line AS VARCHAR), '')
+                   || CASE WHEN rc.diff_hunk IS NULL THEN '' ELSE ':' || chr(10)
+                      || array_to_string(list_slice(string_split(rc.diff_hunk, chr(10)), -6, -1),
+                                         chr(10)) END,
+               m.state, m.labels, rc.author, rc.author_association, m.assignees, m.milestone,
+               rc.path, rc.created_at, rc.updated_at, rc.url
+        FROM review_comments rc JOIN meta m ON m.handle = rc.parent_handle
+        WHERE {conversation}
+    """,
+    "release": """
+        SELECT handle, handle, 'release', repo, 'release', NULL, coalesce(name, tag),
+               coalesce(body, ''), 'Release ' || tag, NULL, [], author, NULL, [], NULL, NULL,
+               coalesce(published_at, created_at), updated_at, url
+        FROM releases WHERE NOT coalesce(is_draft, false)
+    """,
+    "doc": """
+        SELECT handle, handle, CASE kind WHEN 'wiki' THEN 'wiki_doc' ELSE 'doc' END, repo,
+               CASE kind WHEN 'wiki' THEN 'wiki_doc' ELSE 'doc' END, NULL, title, body, '',
+               NULL, [], NULL, NULL, [], NULL, path, last_changed_at,
+               coalesce(last_changed_at, fetched_at), url
+        FROM docs
+    """,
+    "diff": """
+        SELECT f.handle, c.handle, 'commit', f.repo, 'diff', NULL, c.subject,
+               coalesce(f.patch, ''),
+               trim(substr(c.message, length(c.subject) + 1)),
+               NULL, [], coalesce(c.author_login, c.author_name), NULL, [], NULL, f.path,
+               c.authored_at, c.committed_at, c.url
+        FROM commit_files f JOIN commits c ON c.handle = f.commit_handle
+        WHERE NOT f.is_binary AND f.patch IS NOT NULL
+          AND NOT list_contains(?, regexp_extract(f.path, '[^/]+$'))
+    """,
+}
 
-def iter_documents(con: duckdb.DuckDBPyConnection) -> Iterator[Document]:
-    """Every document, ordered by repo, then type, then number."""
-    sql = " UNION ALL ".join(
-        [
-            _THREADS_SQL.format(type="issue", table="issues"),
-            _THREADS_SQL.format(type="pull_request", table="pull_requests"),
-        ]
+
+def iter_documents(
+    con: duckdb.DuckDBPyConnection, settings: DocumentSettings | None = None
+) -> Iterator[Document]:
+    """Every document, ordered by type, then handle."""
+    settings = settings or DocumentSettings()
+    conversation = f"length(trim(coalesce(body, ''))) >= {int(settings.min_comment_chars)}" + (
+        "" if settings.index_bots else " AND NOT _is_bot"
     )
-    cursor = con.execute(f"{sql} ORDER BY repo, type, number")
-    while batch := cursor.fetchmany(1000):
-        for row in batch:
-            values = list(row)
-            values[7] = tuple(values[7])
-            values[9] = tuple(values[9])
-            yield Document(*values)
+    for name, sql in _QUERIES.items():
+        params = [list(settings.skip_paths)] if name == "diff" else []
+        query = _ITEMS + sql.format(conversation=_bot_aware(name, conversation))
+        cursor = con.execute(f"{query} ORDER BY 5, 1", params)
+        while batch := cursor.fetchmany(1000):
+            for row in batch:
+                values = list(row)
+                values[10] = tuple(values[10] or ())
+                values[13] = tuple(values[13] or ())
+                yield Document(*values)
+
+
+def _bot_aware(name: str, condition: str) -> str:
+    """The conversation filter, with `_is_bot` spelled for the table of `name`."""
+    alias = {"issue_comment": "c", "pr_review": "r", "pr_review_comment": "rc"}.get(name)
+    if alias is None:
+        return condition
+    bot = (
+        f"(coalesce({alias}.author_type, '') = 'Bot' "
+        f"OR ends_with(coalesce({alias}.author, ''), '[bot]'))"
+    )
+    return condition.replace("body", f"{alias}.body").replace("_is_bot", bot)

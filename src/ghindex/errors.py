@@ -35,3 +35,7 @@ class RateLimited(GitHubError):
 
 class GitSourceError(GhindexError):
     """git failed or a local repository cannot be indexed as it is."""
+
+
+class RerankUnavailable(GhindexError):
+    """The cross-encoder model for reranking cannot be loaded (offline, not cached, bad path)."""

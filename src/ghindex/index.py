@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ghindex.chunking import Chunk
 from ghindex.errors import IndexUnusable
@@ -30,7 +31,7 @@ import lancedb
 from lancedb.index import FTS
 
 CHUNKS = "chunks"
-EMBEDDINGS = "embeddings"
+EMBEDDINGS_PREFIX = "embeddings_"
 MODEL_KEY = b"ghindex.model"
 DIMENSION_KEY = b"ghindex.dimension"
 
@@ -40,6 +41,8 @@ def chunks_schema(model: str, dimension: int) -> pa.Schema:
         [
             pa.field("id", pa.string(), nullable=False),
             pa.field("handle", pa.string(), nullable=False),
+            pa.field("entity", pa.string(), nullable=False),
+            pa.field("entity_type", pa.string(), nullable=False),
             pa.field("repo", pa.string(), nullable=False),
             pa.field("type", pa.string(), nullable=False),
             pa.field("number", pa.int64()),
@@ -50,6 +53,7 @@ def chunks_schema(model: str, dimension: int) -> pa.Schema:
             pa.field("state", pa.string()),
             pa.field("labels", pa.list_(pa.string())),
             pa.field("author", pa.string()),
+            pa.field("author_association", pa.string()),
             pa.field("assignees", pa.list_(pa.string())),
             pa.field("milestone", pa.string()),
             pa.field("path", pa.string()),
@@ -83,14 +87,31 @@ def table_names(db: lancedb.DBConnection) -> list[str]:
     return list(db.list_tables().tables)
 
 
+def cache_table(model: str) -> str:
+    """The embedding cache table of `model`."""
+    return EMBEDDINGS_PREFIX + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+
+
 def index_model(db: lancedb.DBConnection) -> tuple[str, int] | None:
-    """(model, dimension) the index was built with, or None for an empty directory."""
-    for name in (CHUNKS, EMBEDDINGS):
-        if name in table_names(db):
-            meta = db.open_table(name).schema.metadata or {}
-            if MODEL_KEY in meta:
-                return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
+    """(model, dimension) the chunks were embedded with, or None when there are none."""
+    if CHUNKS in table_names(db):
+        return _table_model(db.open_table(CHUNKS))
     return None
+
+
+def cache_dimension(db: lancedb.DBConnection, model: str) -> int | None:
+    name = cache_table(model)
+    if name not in table_names(db):
+        return None
+    found = _table_model(db.open_table(name))
+    return found[1] if found else None
+
+
+def _table_model(table) -> tuple[str, int] | None:
+    meta = table.schema.metadata or {}
+    if MODEL_KEY not in meta:
+        return None
+    return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
 
 
 def check_model(db: lancedb.DBConnection, path: Path, model: str) -> None:
@@ -98,29 +119,33 @@ def check_model(db: lancedb.DBConnection, path: Path, model: str) -> None:
     if built and built[0] != model:
         raise IndexUnusable(
             f"the index in {path} was built with model {built[0]!r}, not {model!r}: "
-            f"pass --model {built[0]!r}, or --full to rebuild the index with the new model"
+            f"pass --model {built[0]!r}, or --full to rebuild the index with the new model "
+            "(cached vectors of both models are kept)"
         )
 
 
-def drop_all(db: lancedb.DBConnection) -> None:
-    for name in table_names(db):
-        db.drop_table(name)
+def drop_chunks(db: lancedb.DBConnection) -> None:
+    """Forget the chunks (the embedding caches stay: vectors do not depend on chunks)."""
+    if CHUNKS in table_names(db):
+        db.drop_table(CHUNKS)
 
 
-def cached_vectors(db: lancedb.DBConnection, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-    """Vectors already computed for these content hashes."""
-    wanted = set(hashes)
-    if EMBEDDINGS not in table_names(db) or not wanted:
+def cached_vectors(
+    db: lancedb.DBConnection, model: str, hashes: Iterable[str]
+) -> dict[str, np.ndarray]:
+    """Vectors `model` already computed for these content hashes."""
+    wanted = pa.array(sorted(set(hashes)), pa.string())
+    name = cache_table(model)
+    if name not in table_names(db) or len(wanted) == 0:
         return {}
-    table = db.open_table(EMBEDDINGS).to_arrow()
-    found = {}
+    table = db.open_table(name).to_arrow()
+    table = table.filter(pc.is_in(table.column("content_hash"), value_set=wanted))
+    if table.num_rows == 0:
+        return {}
     keys = table.column("content_hash").to_pylist()
-    vectors = table.column("vector").combine_chunks()
-    flat = vectors.values.to_numpy(zero_copy_only=False).reshape(len(keys), -1) if keys else None
-    for row, key in enumerate(keys):
-        if key in wanted:
-            found[key] = flat[row]
-    return found
+    flat = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+    matrix = flat.reshape(len(keys), -1)
+    return {key: matrix[row] for row, key in enumerate(keys)}
 
 
 def add_to_cache(
@@ -137,11 +162,12 @@ def add_to_cache(
         },
         schema=schema,
     )
-    if EMBEDDINGS in table_names(db):
-        table = db.open_table(EMBEDDINGS)
+    name = cache_table(model)
+    if name in table_names(db):
+        table = db.open_table(name)
         table.merge_insert("content_hash").when_not_matched_insert_all().execute(batch)
     else:
-        db.create_table(EMBEDDINGS, batch, schema=schema)
+        db.create_table(name, batch, schema=schema)
 
 
 def write_chunks(
@@ -201,6 +227,8 @@ def _chunk_rows(
     columns = {
         "id": [c.id for c in chunks],
         "handle": [d.handle for d in docs],
+        "entity": [d.entity for d in docs],
+        "entity_type": [d.entity_type for d in docs],
         "repo": [d.repo for d in docs],
         "type": [d.type for d in docs],
         "number": [d.number for d in docs],
@@ -211,6 +239,7 @@ def _chunk_rows(
         "state": [d.state for d in docs],
         "labels": [list(d.labels) for d in docs],
         "author": [d.author for d in docs],
+        "author_association": [d.author_association for d in docs],
         "assignees": [list(d.assignees) for d in docs],
         "milestone": [d.milestone for d in docs],
         "path": [d.path for d in docs],

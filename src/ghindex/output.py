@@ -58,7 +58,7 @@ def progress(enabled: bool = True) -> Callable[[str], None] | None:
 
 
 def search_text(response: SearchResponse) -> str:
-    lines = []
+    lines = [f"note: {note}" for note in response.notes]
     for unmatched in response.filters_unmatched:
         lines.append(f"note: no indexed item has {unmatched}")
     if not response.results:
@@ -66,13 +66,23 @@ def search_text(response: SearchResponse) -> str:
     for rank, hit in enumerate(response.results, 1):
         state = f", {hit.state}" if hit.state else ""
         labels = f"  [{', '.join(hit.labels)}]" if hit.labels else ""
-        lines.append(f"{rank:2}. {hit.handle}  ({hit.type}{state})  {hit.title}{labels}")
-        ranks = ", ".join(
+        lines.append(f"{rank:2}. {hit.entity}  ({hit.entity_type}{state})  {hit.title}{labels}")
+        why = ["exact match"] if hit.exact else []
+        why += [
             f"{name} #{value}"
             for name, value in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank))
             if value is not None
-        )
-        lines.append(f"    {hit.url}  score {hit.score:.4f} ({ranks})")
+        ]
+        if hit.rerank_score is not None:
+            why.append(f"rerank {hit.rerank_score:.3f}")
+        lines.append(f"    {hit.url}  score {hit.score:.4f} ({', '.join(why)})")
+        if hit.handle != hit.entity:
+            lines.append(f"    matched {hit.type} {hit.handle}")
+        if hit.same_entity:
+            lines.append(f"    +{len(hit.same_entity)} more matching rows of this item")
+        for name, handles in (("fixed by", hit.fixed_by), ("closes", hit.closes)):
+            if handles:
+                lines.append(f"    {name} {', '.join(handles)}")
         if hit.snippet:
             lines.append(f"    {hit.snippet}")
     return "\n".join(lines)

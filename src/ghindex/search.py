@@ -1,11 +1,15 @@
-"""Search over the `chunks` table: dense kNN, BM25, and their fusion by RRF.
+"""Search over the `chunks` table: dense kNN, BM25, their fusion by RRF, an
+optional cross-encoder rerank and MMR diversity.
 
-Both retrievers rank chunks; results are entities (one issue, one pull request),
-so each ranking is first collapsed to the best chunk per handle. Hybrid search
-fuses the two entity rankings with reciprocal rank fusion,
-score = sum over rankings of 1 / (60 + rank), and keeps each entity's dense and
-sparse rank so a reader can see why it came back. Filters are applied inside
-both retrievers (prefiltering), never after the top k is cut.
+Results are entities (an issue with its comments and reviews, a commit with its
+per-file diffs, a doc). Each retriever ranks chunks; its ranking is collapsed to
+one entry per entity, and hybrid search fuses the two entity rankings with
+reciprocal rank fusion, score = sum of 1 / (60 + rank). The representative of an
+entity is its best-ranked row; its other matching rows are listed in
+`same_entity`. Filters are applied inside both retrievers (prefiltering), never
+after the top k is cut. A query that is an identifier (`#123`, `owner/repo#12`,
+a commit SHA or prefix, a handle, a file path) is resolved exactly first, and
+ranked results fill the rest.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,54 +27,109 @@ from ghindex.errors import GhindexError, IndexUnusable
 
 MODES = ("hybrid", "dense", "sparse")
 RRF_K = 60
+RERANK_CANDIDATES = 30
 _COLUMNS = [
-    "id",
-    "handle",
-    "repo",
-    "type",
-    "number",
-    "title",
-    "text",
-    "state",
-    "labels",
-    "author",
-    "url",
-    "updated_at",
-]
+    "id", "handle", "entity", "entity_type", "repo", "type", "number", "title", "text", "state",
+    "labels", "author", "author_association", "url", "updated_at", "vector",
+]  # fmt: skip
+_ISSUE_REF = re.compile(r"^(?:([A-Za-z0-9-]+/[A-Za-z0-9._-]+))?#(\d+)$")
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_PATHLIKE = re.compile(r"^[\w.@-]+(?:/[\w.@-]+)*\.\w+$|^[\w.@-]+(?:/[\w.@-]+)+$")
 
 
 @dataclass(frozen=True)
 class Filters:
-    """Each field narrows results; several values in one field mean any of them,
-    except labels, where an item must carry every label given."""
+    """Each field narrows results. Several values in one field mean any of them,
+    except `labels`, where an item must carry every label given."""
 
     repos: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()  # a document type or an entity type
     states: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # all of them
+    any_labels: tuple[str, ...] = ()  # at least one
+    not_labels: tuple[str, ...] = ()  # none of them
     authors: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    milestones: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    since: datetime | None = None  # updated at or after
+    until: datetime | None = None  # updated before
+    created_since: datetime | None = None
+    created_until: datetime | None = None
+
+    def clauses(self) -> list[tuple[str, str, str]]:
+        """(filter name, value as given, SQL predicate), one per value."""
+        found = []
+        for name, column, values in (
+            ("repo", "repo", self.repos),
+            ("state", "state", self.states),
+            ("author", "author", self.authors),
+            ("milestone", "milestone", self.milestones),
+        ):
+            found.extend((name, v, f"{column} = {_literal(v)}") for v in values)
+        found.extend(
+            ("type", v, f"(type = {_literal(v)} OR entity_type = {_literal(v)})")
+            for v in self.types
+        )
+        found.extend(("label", v, f"array_has(labels, {_literal(v)})") for v in self.labels)
+        found.extend(("any_label", v, f"array_has(labels, {_literal(v)})") for v in self.any_labels)
+        found.extend(
+            ("not_label", v, f"NOT array_has(labels, {_literal(v)})") for v in self.not_labels
+        )
+        found.extend(
+            ("assignee", v, f"array_has(assignees, {_literal(v)})") for v in self.assignees
+        )
+        if self.path_prefix:
+            found.append(
+                ("path", self.path_prefix, f"starts_with(path, {_literal(self.path_prefix)})")
+            )
+        for name, column, op, value in (
+            ("since", "updated_at", ">=", self.since),
+            ("until", "updated_at", "<", self.until),
+            ("created_since", "created_at", ">=", self.created_since),
+            ("created_until", "created_at", "<", self.created_until),
+        ):
+            if value is not None:
+                found.append((name, value.isoformat(), f"{column} {op} {_timestamp(value)}"))
+        return found
 
     def where(self) -> str | None:
-        clauses = []
-        for column, values in (
-            ("repo", self.repos),
-            ("type", self.types),
-            ("state", self.states),
-            ("author", self.authors),
-        ):
-            if values:
-                clauses.append(f"{column} IN ({', '.join(_literal(v) for v in values)})")
-        clauses.extend(f"array_has(labels, {_literal(label)})" for label in self.labels)
-        return " AND ".join(clauses) or None
+        grouped: dict[str, list[str]] = {}
+        for name, _, predicate in self.clauses():
+            grouped.setdefault(name, []).append(predicate)
+        parts = []
+        for name, predicates in grouped.items():
+            joiner = " OR " if name in ("repo", "state", "author", "milestone", "type",
+                                        "any_label", "assignee") else " AND "  # fmt: skip
+            parts.append("(" + joiner.join(predicates) + ")")
+        return " AND ".join(parts) or None
 
-    def as_dict(self) -> dict[str, list[str]]:
-        return {k: list(v) for k, v in asdict(self).items() if v}
+    def as_dict(self) -> dict[str, Any]:
+        shown = {}
+        for key, value in asdict(self).items():
+            if value in ((), None):
+                continue
+            shown[key] = (
+                value.isoformat()
+                if isinstance(value, datetime)
+                else (list(value) if isinstance(value, tuple) else value)
+            )
+        return shown
+
+
+@dataclass
+class Related:
+    handle: str
+    type: str
+    score: float
 
 
 @dataclass
 class Hit:
-    handle: str
+    handle: str  # the representative row: the item itself, or a comment, review, file diff
+    entity: str  # what results collapse to: the issue, pull request, commit, doc ...
     type: str
+    entity_type: str
     repo: str
     number: int | None
     title: str
@@ -77,11 +137,17 @@ class Hit:
     state: str | None
     labels: list[str]
     author: str | None
+    author_association: str | None
     updated_at: str | None
     score: float
     dense_rank: int | None
     sparse_rank: int | None
     snippet: str
+    rerank_score: float | None = None
+    exact: bool = False
+    same_entity: list[Related] = field(default_factory=list)
+    fixed_by: list[str] = field(default_factory=list)
+    closes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,19 +155,26 @@ class SearchResponse:
     query: str
     mode: str
     k: int
-    filters: dict[str, list[str]]
+    filters: dict[str, Any]
     results: list[Hit] = field(default_factory=list)
     filters_unmatched: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Searcher:
-    """Opens the index once; loads the embedding model on the first dense query."""
+    """Opens the index once; loads the embedding model on the first dense query and
+    the cross-encoder on the first reranked one."""
 
     def __init__(
-        self, lance_path: Path, *, embedder_factory: Callable[[str], Embedder] = Embedder
+        self,
+        lance_path: Path,
+        *,
+        embedder_factory: Callable[[str], Embedder] = Embedder,
+        reranker_factory: Callable[[], Any] | None = None,
+        state_path: Path | None = None,
     ) -> None:
         db = index.connect(lance_path)
         if index.CHUNKS not in index.table_names(db):
@@ -111,9 +184,20 @@ class Searcher:
         self.model_name = model[0] if model else None
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
+        self._reranker_factory = reranker_factory
+        self._reranker: Any = None
+        candidate = state_path or Path(lance_path).parent / "state.duckdb"
+        self.state_path = candidate if candidate.exists() else None
 
     def search(
-        self, query: str, *, filters: Filters | None = None, k: int = 10, mode: str = "hybrid"
+        self,
+        query: str,
+        *,
+        filters: Filters | None = None,
+        k: int = 10,
+        mode: str = "hybrid",
+        rerank: bool = False,
+        mmr: float | None = None,
     ) -> SearchResponse:
         filters = filters or Filters()
         if mode not in MODES:
@@ -122,14 +206,56 @@ class Searcher:
             raise GhindexError("the search query is empty: give words to search for")
         if k < 1:
             raise GhindexError(f"k must be at least 1, not {k}")
+        if mmr is not None and not 0.0 <= mmr <= 1.0:
+            raise GhindexError(f"mmr must be between 0 and 1, not {mmr}")
         response = SearchResponse(query=query, mode=mode, k=k, filters=filters.as_dict())
         response.filters_unmatched = self._unmatched(filters)
         where = filters.where()
-        depth = max(50, 10 * k)
+
+        exact = self._exact(query.strip(), where)
+        depth = max(100, 20 * k)
         dense = self._dense(query, where, depth) if mode in ("hybrid", "dense") else []
         sparse = self._sparse(query, where, depth) if mode in ("hybrid", "sparse") else []
-        response.results = _fuse(dense, sparse, mode)[:k]
+        ranked = [
+            h for h in _fuse(dense, sparse, mode) if h.entity not in {e.entity for e in exact}
+        ]
+        if rerank:
+            ranked = self._rerank(query, ranked, k, response)
+        if mmr is not None:
+            ranked = _diversify(ranked, mmr, k)
+        response.results = (exact + ranked)[:k]
+        self._annotate(response.results)
         return response
+
+    def nearest(self, entity: str, k: int = 10) -> list[dict[str, Any]]:
+        """Entities whose text is closest to `entity`'s (the mean of its chunk vectors)."""
+        import numpy as np
+
+        own = self.table.search().where(f"entity = {_literal(entity)}").select(["vector"])
+        vectors = [row["vector"] for row in own.limit(500).to_list()]
+        if not vectors:
+            return []
+        centre = np.mean(np.stack(vectors), axis=0)
+        centre = centre / (np.linalg.norm(centre) or 1.0)
+        rows = (
+            self.table.search(centre, query_type="vector")
+            .distance_type("cosine")
+            .where(f"entity != {_literal(entity)}", prefilter=True)
+            .select(_COLUMNS)
+            .limit(20 * k)
+            .to_list()
+        )
+        found: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            if row["entity"] not in found and len(found) < k:
+                found[row["entity"]] = {
+                    "handle": row["entity"],
+                    "type": row["entity_type"],
+                    "title": row.get("title") or "",
+                    "url": row.get("url") or "",
+                    "score": round(1.0 - float(row["_distance"]), 6),
+                }
+        return list(found.values())
 
     def _dense(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         if self._embedder is None:
@@ -141,70 +267,171 @@ class Searcher:
         rows = search.select(_COLUMNS).limit(depth).to_list()
         for row in rows:
             row["_score"] = 1.0 - float(row.pop("_distance"))
-        return _collapse(rows)
+        return rows
 
     def _sparse(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         search = self.table.search(query, query_type="fts", fts_columns="text")
         if where:
             search = search.where(where, prefilter=True)
-        return _collapse(search.select(_COLUMNS).limit(depth).to_list())
+        return search.select(_COLUMNS).limit(depth).to_list()
+
+    def _exact(self, query: str, where: str | None) -> list[Hit]:
+        """Entities the query names outright: `#12`, `owner/repo#12`, a SHA, a handle, a path."""
+        tests = [f"handle = {_literal(query)}", f"entity = {_literal(query)}"]
+        issue = _ISSUE_REF.match(query)
+        if issue:
+            repo, number = issue.groups()
+            tests.append(
+                f"entity = {_literal(f'{repo}#{number}')}"
+                if repo
+                else f"(number = {int(number)} AND entity LIKE {_literal(f'%#{number}')})"
+            )
+        if _SHA.match(query.lower()):
+            tests.append(
+                f"(entity_type = 'commit' AND entity LIKE {_literal(f'%@{query.lower()}%')})"
+            )
+        if _PATHLIKE.match(query) and " " not in query:
+            tests.append(f"(path = {_literal(query)} OR path LIKE {_literal(f'%/{query}')})")
+        predicate = "(" + " OR ".join(tests) + ")"
+        if where:
+            predicate = f"{predicate} AND {where}"
+        rows = self.table.search().where(predicate).select(_COLUMNS).limit(200).to_list()
+        if not rows:
+            return []
+        hits = []
+        for entity_rows in _group(rows).values():
+            best = min(entity_rows, key=lambda r: (r["type"] != r["entity_type"], r["id"]))
+            hit = _hit(best, 1.0, None, None)
+            hit.exact = True
+            hit.same_entity = _related(entity_rows, best, lambda _r: 1.0)
+            hits.append(hit)
+        hits.sort(key=lambda h: (h.updated_at or "", h.entity), reverse=True)
+        return hits
+
+    def _rerank(self, query: str, ranked: list[Hit], k: int, response: SearchResponse) -> list[Hit]:
+        from ghindex.errors import RerankUnavailable
+
+        head = ranked[: max(RERANK_CANDIDATES, 3 * k)]
+        if not head:
+            return ranked
+        try:
+            if self._reranker is None:
+                from ghindex.rerank import Reranker
+
+                factory = self._reranker_factory or Reranker
+                self._reranker = factory()
+            scores = self._reranker.score(query, [h._text for h in head])  # type: ignore[attr-defined]
+        except RerankUnavailable as exc:
+            response.notes.append(f"rerank skipped: {exc}")
+            return ranked
+        for hit, score in zip(head, scores, strict=True):
+            hit.rerank_score = round(float(score), 6)
+        head.sort(key=lambda h: -(h.rerank_score or 0.0))
+        return head + ranked[len(head) :]
+
+    def _annotate(self, hits: Sequence[Hit]) -> None:
+        """Which pull requests fixed an issue, which issues a pull request closes."""
+        if not hits or self.state_path is None:
+            return
+        try:
+            from ghindex.graph import fix_links
+            from ghindex.store.state import open_state
+        except ImportError:
+            return
+        con = open_state(self.state_path, read_only=True)
+        try:
+            links = fix_links(con, [h.entity for h in hits])
+        finally:
+            con.close()
+        for hit in hits:
+            found = links.get(hit.entity) or {}
+            hit.fixed_by = list(found.get("fixed_by", []))
+            hit.closes = list(found.get("closes", []))
 
     def _unmatched(self, filters: Filters) -> list[str]:
         """Filter values that match nothing at all in the index (e.g. a misspelt repo)."""
         unmatched = []
-        for name, column, values in (
-            ("repo", "repo", filters.repos),
-            ("type", "type", filters.types),
-            ("state", "state", filters.states),
-            ("label", None, filters.labels),
-            ("author", "author", filters.authors),
-        ):
-            for value in values:
-                test = (
-                    f"array_has(labels, {_literal(value)})"
-                    if column is None
-                    else f"{column} = {_literal(value)}"
-                )
-                if self.table.count_rows(test) == 0:
-                    unmatched.append(f"{name}={value}")
+        for name, value, predicate in filters.clauses():
+            test = predicate.removeprefix("NOT ") if name == "not_label" else predicate
+            if self.table.count_rows(test) == 0:
+                unmatched.append(f"{name}={value}")
         return unmatched
 
 
-def _collapse(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keep the best-ranked chunk of each entity, in rank order."""
-    seen: dict[str, dict[str, Any]] = {}
+def _group(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows by entity, entities in the order of their best row."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        seen.setdefault(row["handle"], row)
-    return list(seen.values())
+        grouped.setdefault(row["entity"], []).append(row)
+    return grouped
 
 
 def _fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
-    dense_rank = {row["handle"]: rank for rank, row in enumerate(dense, 1)}
-    sparse_rank = {row["handle"]: rank for rank, row in enumerate(sparse, 1)}
-    best: dict[str, dict[str, Any]] = {}
-    for rows in (dense, sparse) if mode != "sparse" else (sparse,):
-        for row in rows:
-            best.setdefault(row["handle"], row)
-    hits = []
-    for handle, row in best.items():
-        d, s = dense_rank.get(handle), sparse_rank.get(handle)
+    """Entity rankings of each retriever, fused (hybrid) or as they are."""
+    lists = [("dense", dense), ("sparse", sparse)]
+    chunk_rank: dict[tuple[str, str], int] = {}  # (retriever, row id) -> rank
+    entity_rank: dict[tuple[str, str], int] = {}  # (retriever, entity) -> rank
+    rows_of: dict[str, dict[str, dict[str, Any]]] = {}  # entity -> row id -> row
+    for name, rows in lists:
+        seen = 0
+        for position, row in enumerate(rows, 1):
+            chunk_rank[(name, row["id"])] = position
+            if (name, row["entity"]) not in entity_rank:
+                seen += 1
+                entity_rank[(name, row["entity"])] = seen
+            rows_of.setdefault(row["entity"], {}).setdefault(row["id"], row)
+
+    def row_score(row: dict[str, Any]) -> float:
         if mode == "hybrid":
-            score = sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None)
-            # the snippet comes from whichever retriever ranked the entity higher
-            if s is not None and (d is None or s < d):
-                row = sparse[s - 1]
-        else:
-            score = float(row["_score"])
-        hits.append(_hit(row, score, d, s))
+            return max(1.0 / (RRF_K + chunk_rank[(n, row["id"])]) for n, _ in lists
+                       if (n, row["id"]) in chunk_rank)  # fmt: skip
+        return float(row["_score"])
+
+    hits = []
+    for entity, rows in rows_of.items():
+        d, s = entity_rank.get(("dense", entity)), entity_rank.get(("sparse", entity))
+        score = (sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None) if mode == "hybrid"
+                 else max(float(r["_score"]) for r in rows.values()))  # fmt: skip
+        best = min(rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9)
+                                                    for n, _ in lists))  # fmt: skip
+        hit = _hit(best, score, d, s)
+        hit.same_entity = _related(list(rows.values()), best, row_score)
+        hits.append(hit)
     hits.sort(key=lambda h: (-h.score, min(h.dense_rank or 10**9, h.sparse_rank or 10**9)))
     return hits
 
 
+def _related(rows: list[dict[str, Any]], best: dict[str, Any], score) -> list[Related]:
+    """The other rows of an entity (one per handle, best first), excluding `best`'s handle."""
+    seen: dict[str, Related] = {}
+    for row in sorted(rows, key=lambda r: -score(r)):
+        if row["handle"] != best["handle"] and row["handle"] not in seen:
+            seen[row["handle"]] = Related(row["handle"], row["type"], round(score(row), 6))
+    return list(seen.values())
+
+
+def _diversify(hits: list[Hit], lambda_: float, k: int) -> list[Hit]:
+    """Maximal marginal relevance over the representatives' vectors."""
+    from ghindex.rerank import mmr
+
+    pool = hits[: max(3 * k, 30)]
+    if len(pool) < 2:
+        return hits
+    import numpy as np
+
+    vectors = np.stack([h._vector for h in pool])  # type: ignore[attr-defined]
+    relevance = [h.rerank_score if h.rerank_score is not None else h.score for h in pool]
+    order = mmr(pool, vectors, relevance, lambda_=lambda_, k=len(pool))
+    return [pool[i] for i in order] + hits[len(pool) :]
+
+
 def _hit(row: dict[str, Any], score: float, dense: int | None, sparse: int | None) -> Hit:
     updated = row.get("updated_at")
-    return Hit(
+    hit = Hit(
         handle=row["handle"],
+        entity=row["entity"],
         type=row["type"],
+        entity_type=row["entity_type"],
         repo=row["repo"],
         number=row.get("number"),
         title=row.get("title") or "",
@@ -212,16 +439,21 @@ def _hit(row: dict[str, Any], score: float, dense: int | None, sparse: int | Non
         state=row.get("state"),
         labels=list(row.get("labels") or []),
         author=row.get("author"),
+        author_association=row.get("author_association"),
         updated_at=updated.isoformat().replace("+00:00", "Z") if updated else None,
         score=round(score, 6),
         dense_rank=dense,
         sparse_rank=sparse,
         snippet=snippet(row.get("text") or ""),
     )
+    # for the reranker and MMR; not part of the answer
+    hit._text = row.get("text") or ""  # type: ignore[attr-defined]
+    hit._vector = row.get("vector")  # type: ignore[attr-defined]
+    return hit
 
 
 def snippet(text: str, limit: int = 240) -> str:
-    """The chunk's body (without its title/handle header), on one line."""
+    """The chunk's body (without its breadcrumb), on one line."""
     body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
     flat = re.sub(r"\s+", " ", body).strip()
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
@@ -229,3 +461,8 @@ def snippet(text: str, limit: int = 240) -> str:
 
 def _literal(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def _timestamp(value: datetime) -> str:
+    moment = value.astimezone(UTC) if value.tzinfo else value
+    return f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S')}'"
