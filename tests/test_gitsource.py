@@ -788,3 +788,23 @@ def test_build_says_when_a_clone_has_no_known_remote(project, run):
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: cannot tell which repository {project.path}")
     assert result.stderr.endswith("pass the repository as owner/name\n")
+
+
+def test_every_commit_is_searchable_even_without_a_text_diff(project, run):
+    """Diff documents per changed text file; a commit with none gets its message indexed."""
+    project.git("remote", "add", "origin", "https://github.com/octo/project.git")
+    project.clean()
+    project.write("logo.png", b"\x89PNG\0\0\x02other binary")
+    binary_only = project.commit("Refresh the logo artwork")
+
+    result = run("build", "--git", str(project.path), "--json")
+
+    assert result.exit_code == 0, result.output
+    found = run("search", "refresh the logo artwork", "--mode", "sparse", "--json")
+    hits = json.loads(found.stdout)["results"]
+    assert hits[0]["entity"] == f"octo/project@{binary_only}"
+    assert (hits[0]["type"], hits[0]["entity_type"]) == ("diff", "commit")
+    readme = run("search", "revised intro", "--mode", "sparse", "--json")
+    first = json.loads(readme.stdout)["results"][0]
+    assert first["handle"] == f"octo/project@{project.shas['c3']}:README.md"
+    assert first["entity"] == f"octo/project@{project.shas['c3']}"

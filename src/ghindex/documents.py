@@ -12,6 +12,9 @@ One document type per surface:
 | `doc`, `wiki_doc` | a Markdown/RST file, a wiki page | the file or page |
 | `diff` | one file's change in a commit: message, path, patch | the commit |
 
+A commit with no file diff to index (binary or generated files only, an empty
+commit) gets one `diff` document of its message alone, so it stays findable.
+
 Comments, reviews and review comments carry their item's state, labels,
 assignees and milestone, so filters apply to a conversation as a whole; their
 author and author association are their own. Bot comments and very short
@@ -163,6 +166,20 @@ _QUERIES = {
         WHERE NOT f.is_binary AND f.patch IS NOT NULL
           AND NOT list_contains(?, regexp_extract(f.path, '[^/]+$'))
     """,
+    # A commit none of whose files has a diff document (binary or generated files
+    # only, an empty commit) is still findable by its message.
+    "commit": """
+        SELECT c.handle, c.handle, 'commit', c.repo, 'diff', NULL, c.subject, '',
+               trim(substr(c.message, length(c.subject) + 1)), NULL, [],
+               coalesce(c.author_login, c.author_name), NULL, [], NULL, NULL,
+               c.authored_at, c.committed_at, c.url
+        FROM commits c
+        WHERE NOT EXISTS (
+            SELECT 1 FROM commit_files f
+            WHERE f.commit_handle = c.handle AND NOT f.is_binary AND f.patch IS NOT NULL
+              AND NOT list_contains(?, regexp_extract(f.path, '[^/]+$'))
+        )
+    """,
 }
 
 
@@ -175,7 +192,7 @@ def iter_documents(
         "" if settings.index_bots else " AND NOT _is_bot"
     )
     for name, sql in _QUERIES.items():
-        params = [list(settings.skip_paths)] if name == "diff" else []
+        params = [list(settings.skip_paths)] if name in ("diff", "commit") else []
         query = _ITEMS + sql.format(conversation=_bot_aware(name, conversation))
         cursor = con.execute(f"{query} ORDER BY 5, 1", params)
         while batch := cursor.fetchmany(1000):

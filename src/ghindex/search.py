@@ -188,6 +188,12 @@ class Searcher:
         self._reranker: Any = None
         candidate = state_path or Path(lance_path).parent / "state.duckdb"
         self.state_path = candidate if candidate.exists() else None
+        self._state: Any = None  # read-only connection, opened on first use
+
+    def close(self) -> None:
+        if self._state is not None:
+            self._state.close()
+            self._state = None
 
     def search(
         self,
@@ -338,11 +344,9 @@ class Searcher:
             from ghindex.store.state import open_state
         except ImportError:
             return
-        con = open_state(self.state_path, read_only=True)
-        try:
-            links = fix_links(con, [h.entity for h in hits])
-        finally:
-            con.close()
+        if self._state is None:
+            self._state = open_state(self.state_path, read_only=True)
+        links = fix_links(self._state, [h.entity for h in hits])
         for hit in hits:
             found = links.get(hit.entity) or {}
             hit.fixed_by = list(found.get("fixed_by", []))
