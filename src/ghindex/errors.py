@@ -39,3 +39,7 @@ class GitSourceError(GhindexError):
 
 class RerankUnavailable(GhindexError):
     """The cross-encoder model for reranking cannot be loaded (offline, not cached, bad path)."""
+
+
+class SnapshotError(GhindexError):
+    """A snapshot or store is missing, incomplete, corrupt, or was changed concurrently."""

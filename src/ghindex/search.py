@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lancedb.query import MatchQuery
+
 from ghindex import index
 from ghindex.embed import Embedder
 from ghindex.errors import GhindexError, IndexUnusable
@@ -180,6 +182,7 @@ class Searcher:
         if index.CHUNKS not in index.table_names(db):
             raise IndexUnusable(f"no index at {lance_path}: run `ghindex build` first")
         self.table = db.open_table(index.CHUNKS)
+        self._indexed = index.has_vector_index(self.table)
         model = index.index_model(db)
         self.model_name = model[0] if model else None
         self._embedder_factory = embedder_factory
@@ -188,12 +191,7 @@ class Searcher:
         self._reranker: Any = None
         candidate = state_path or Path(lance_path).parent / "state.duckdb"
         self.state_path = candidate if candidate.exists() else None
-        self._state: Any = None  # read-only connection, opened on first use
-
-    def close(self) -> None:
-        if self._state is not None:
-            self._state.close()
-            self._state = None
+        self._unmatched_cache: dict[str, bool] = {}
 
     def search(
         self,
@@ -218,7 +216,7 @@ class Searcher:
         response.filters_unmatched = self._unmatched(filters)
         where = filters.where()
 
-        exact = self._exact(query.strip(), where)
+        exact = self._exact(query.strip(), where) if _may_be_identifier(query) else []
         depth = max(100, 20 * k)
         dense = self._dense(query, where, depth) if mode in ("hybrid", "dense") else []
         sparse = self._sparse(query, where, depth) if mode in ("hybrid", "sparse") else []
@@ -268,6 +266,8 @@ class Searcher:
             self._embedder = self._embedder_factory(self.model_name)
         vector = self._embedder.encode([query])[0]
         search = self.table.search(vector, query_type="vector").distance_type("cosine")
+        if self._indexed:
+            search = search.refine_factor(5)  # exact distances over 5× the candidates
         if where:
             search = search.where(where, prefilter=True)
         rows = search.select(_COLUMNS).limit(depth).to_list()
@@ -276,7 +276,9 @@ class Searcher:
         return rows
 
     def _sparse(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
-        search = self.table.search(query, query_type="fts", fts_columns="text")
+        # a MatchQuery takes the words as they are: no query syntax, so "--full",
+        # "a AND b" or "foo:bar" are searched for, not interpreted
+        search = self.table.search(MatchQuery(query, "text"), query_type="fts")
         if where:
             search = search.where(where, prefilter=True)
         return search.select(_COLUMNS).limit(depth).to_list()
@@ -339,14 +341,17 @@ class Searcher:
         """Which pull requests fixed an issue, which issues a pull request closes."""
         if not hits or self.state_path is None:
             return
+        import duckdb
+
+        from ghindex.graph import fix_links
+
+        # Opened per search and closed at once: a connection held open would stop this
+        # process (or another) from writing the state, and checks nothing it needs.
+        con = duckdb.connect(str(self.state_path), read_only=True)
         try:
-            from ghindex.graph import fix_links
-            from ghindex.store.state import open_state
-        except ImportError:
-            return
-        if self._state is None:
-            self._state = open_state(self.state_path, read_only=True)
-        links = fix_links(self._state, [h.entity for h in hits])
+            links = fix_links(con, [h.entity for h in hits])
+        finally:
+            con.close()
         for hit in hits:
             found = links.get(hit.entity) or {}
             hit.fixed_by = list(found.get("fixed_by", []))
@@ -357,9 +362,17 @@ class Searcher:
         unmatched = []
         for name, value, predicate in filters.clauses():
             test = predicate.removeprefix("NOT ") if name == "not_label" else predicate
-            if self.table.count_rows(test) == 0:
+            if test not in self._unmatched_cache:
+                self._unmatched_cache[test] = self.table.count_rows(test) == 0
+            if self._unmatched_cache[test]:
                 unmatched.append(f"{name}={value}")
         return unmatched
+
+
+def _may_be_identifier(query: str) -> bool:
+    """Only a query without spaces can name an item (handles and paths have none)."""
+    text = query.strip()
+    return bool(text) and not any(c.isspace() for c in text)
 
 
 def _group(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

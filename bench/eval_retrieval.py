@@ -1,0 +1,438 @@
+"""Retrieval quality of ghindex on an eval set: recall@k, MRR@k and nDCG@k per search
+mode and task, and query latency per mode.
+
+    /tmp/venv/bin/python bench/eval_retrieval.py /work/shared/eval/httpx-changelog
+    /tmp/venv/bin/python bench/eval_retrieval.py DIR --json --limit-queries 60
+    /tmp/venv/bin/python bench/eval_retrieval.py DIR --limit-queries 20 --limit-docs 200
+
+--limit-queries takes N queries spread evenly over the file; --limit-docs keeps the
+documents those queries need (relevant and excluded) and fills up with others.
+
+An eval set is a folder with `corpus.jsonl` and `queries.jsonl` (see
+/work/shared/eval/README.md). Its corpus goes into a fresh state database the way
+ghindex's own readers store what they read (eval_corpus.py), then
+`ghindex.build.build` derives documents and chunks and embeds them, and
+`ghindex.search.Searcher` answers every query in every mode: the numbers are
+those of the product's own paths.
+
+Results map back to corpus ids by handle: a hit counts for its `entity` (a file
+diff's commit, a comment's issue; for a result without one, the commit of an
+'owner/repo@<sha>:<path>' handle), followed by the hit's own row when that is a
+corpus record too. A query's `exclude_ids` are dropped from the ranking before
+the top k is cut. Relevant ids missing from the (possibly limited) corpus are
+left out of scoring with a warning; a query with none left is skipped.
+
+The workdir (default bench/.cache/eval-<set>) keeps the LanceDB index and its
+embedding cache between runs, so only new chunk texts are embedded again; the
+state database is rebuilt every run. Embedding is saved to the cache slice by
+slice, so an interrupted run resumes where it stopped.
+
+With --json, stdout is one object {mode: {task: {"recall@10", "mrr@10",
+"ndcg@10", "n"}}}; tasks of hybrid+rerank also say whether a rerank happened
+("reranked"). Latency, build counts and warnings go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from eval_corpus import EvalSet, Loaded, read_set, say, store_corpus
+
+from ghindex import index
+from ghindex.build import build
+from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
+from ghindex.embed import Embedder
+from ghindex.errors import GhindexError
+from ghindex.search import Searcher
+from ghindex.store.state import open_state
+
+MODES = ("sparse", "dense", "hybrid", "hybrid+rerank")
+RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"  # read by ghindex.rerank
+CACHE = Path(__file__).resolve().parent / ".cache"
+EMBED_SLICE = 256  # chunks embedded (and cached) per progress line
+_FILE_HANDLE = re.compile(r"^([^/\s]+/[^/\s@:#]+@[0-9a-fA-F]{7,64}):")
+
+
+# ----------------------------------------------------------------------- building
+
+
+class CheckpointEmbedder(Embedder):
+    """An Embedder that encodes long lists in slices, saying how far it got and
+    adding each slice to the index's embedding cache as soon as it is done.
+
+    Cache keys are the sha256 of the text, as chunking computes `content_hash`.
+    """
+
+    def __init__(self, name: str, *, lance_path: Path, progress: Callable[[str], None]) -> None:
+        super().__init__(name)
+        self.lance_path = lance_path
+        self.progress = progress
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) <= EMBED_SLICE:
+            return super().encode(texts)
+        db = index.connect(self.lance_path)
+        started, parts = time.perf_counter(), []
+        for start in range(0, len(texts), EMBED_SLICE):
+            part = list(texts[start : start + EMBED_SLICE])
+            vectors = super().encode(part)
+            hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in part]
+            index.add_to_cache(db, self.name, hashes, vectors)
+            parts.append(vectors)
+            done = start + len(part)
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            left = (len(texts) - done) / rate
+            self.progress(f"embedded {done}/{len(texts)} chunks ({rate:.0f}/s, ~{left:.0f} s left)")
+        return np.concatenate(parts)
+
+
+def build_index(workdir: Path, model: str, eval_set: EvalSet) -> tuple[Settings, Loaded, Any]:
+    settings = Settings(workdir=workdir, graphql_url=DEFAULT_GRAPHQL_URL, model=model)
+    for stale in (settings.state_path, settings.state_path.with_name("state.duckdb.wal")):
+        stale.unlink(missing_ok=True)
+    con = open_state(settings.state_path)
+    try:
+        loaded = store_corpus(con, eval_set.corpus)
+    finally:
+        con.close()
+    say(f"stored {', '.join(f'{n} {t}' for t, n in sorted(loaded.stored.items()) if n)}")
+    for reason, n in sorted(loaded.skipped.items()):
+        say(f"warning: skipped {n} record(s): {reason}")
+
+    def factory(name: str) -> Embedder:
+        return CheckpointEmbedder(name, lance_path=settings.lance_path, progress=say)
+
+    started = time.perf_counter()
+    report = build(settings, model=model, embedder_factory=factory, progress=say)
+    say(
+        f"built in {time.perf_counter() - started:.1f} s: {report.documents} documents "
+        f"{report.counts}, {report.chunks} chunks, {report.embedded} embedded, "
+        f"{report.from_cache} from cache"
+    )
+    return settings, loaded, report
+
+
+# ----------------------------------------------------------------------- querying
+
+
+def commit_of(handle: str) -> str | None:
+    """'owner/repo@<sha>' of a file diff handle 'owner/repo@<sha>:<path>'."""
+    match = _FILE_HANDLE.match(handle)
+    return match[1] if match else None
+
+
+def ranked_ids(hits: Sequence[Any], handles: dict[str, str]) -> list[str]:
+    """Corpus ids in rank order. A hit stands for its entity (a file diff's commit, a
+    comment's issue); when the row that represents it is a corpus record of its own
+    (a comment in a corpus that has comments), that record follows the entity. A hit
+    that is no corpus record keeps its place under a name that cannot be relevant."""
+    ranking: list[str] = []
+    for hit in hits:
+        entity = getattr(hit, "entity", None)
+        keys = (entity, commit_of(hit.handle), hit.handle)
+        found = [handles[key] for key in dict.fromkeys(keys) if key and key in handles]
+        for name in dict.fromkeys(found or [f"?{entity or hit.handle}"]):
+            if name not in ranking:
+                ranking.append(name)
+    return ranking
+
+
+def scores(ranking: Sequence[str], relevant: set[str], k: int) -> tuple[float, float, float]:
+    """recall@k, reciprocal rank within k, and nDCG@k with binary gains."""
+    top = list(ranking[:k])
+    found = [rank for rank, doc in enumerate(top, 1) if doc in relevant]
+    recall = len(found) / len(relevant)
+    rr = 1.0 / found[0] if found else 0.0
+    dcg = sum(1.0 / math.log2(rank + 1) for rank in found)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), k) + 1))
+    return recall, rr, dcg / ideal
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """Nearest-rank percentile; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+@dataclass
+class Run:
+    """Per mode: per-task score lists and latencies; whether hybrid+rerank reranked."""
+
+    scores: dict[str, dict[str, list[tuple[float, float, float]]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    latency_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    reranked: bool = False
+
+
+class Querier:
+    """Asks the Searcher for one query's ranking of corpus ids in one mode."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+        self.can_rerank = "rerank" in inspect.signature(searcher.search).parameters
+        self.rerank_notes: Counter = Counter()  # why a query was not reranked
+
+    def ranking(
+        self, query: str, mode: str, k: int, exclude: set[str], handles: dict[str, str]
+    ) -> tuple[list[str], float, bool]:
+        """The top k corpus ids without excluded ones, the first call's latency (ms),
+        and whether the results were reranked."""
+        rerank = mode == "hybrid+rerank"
+        args = {"mode": "hybrid", "rerank": True} if rerank else {"mode": mode}
+        depth, latency, reranked = k + len(exclude), None, False
+        while True:
+            started = time.perf_counter()
+            response = self.searcher.search(query, k=depth, **args)
+            if latency is None:
+                latency = (time.perf_counter() - started) * 1000
+                reranked = rerank and self._reranked(response)
+            ranking = [i for i in ranked_ids(response.results, handles) if i not in exclude]
+            # hits of one entity collapsed: ask deeper while the index has more to give
+            if len(ranking) >= k or len(response.results) < depth or depth >= 8 * (k + 1):
+                return ranking[:k], latency, reranked
+            depth *= 2
+
+    def _reranked(self, response: Any) -> bool:
+        """A rerank happened when a hit carries a rerank score; notes say why not."""
+        if any(getattr(hit, "rerank_score", None) is not None for hit in response.results):
+            return True
+        notes = [n for n in getattr(response, "notes", []) if "rerank" in n.lower()]
+        self.rerank_notes[notes[0] if notes else "no hit carries a rerank score"] += 1
+        return False
+
+
+def evaluate(
+    querier: Querier,
+    queries: Sequence[dict[str, Any]],
+    handles: dict[str, str],
+    modes: Sequence[str],
+    k: int,
+) -> Run:
+    """Score every query in every mode. hybrid+rerank falls back to hybrid's numbers,
+    marked not reranked, when ghindex cannot rerank (no `rerank` argument, the
+    rerank fails, or a query comes back without rerank scores)."""
+    run = Run()
+    pending = list(modes)
+    if "hybrid+rerank" in pending and not _rerank_works(querier, queries, handles, k):
+        pending = list(dict.fromkeys(m if m != "hybrid+rerank" else "hybrid" for m in pending))
+    for mode in pending:
+        if queries:  # loads the models and warms caches, untimed
+            querier.ranking(queries[0]["query"], mode, k, set(), handles)
+        querier.rerank_notes.clear()
+        started, reranked = time.perf_counter(), 0
+        for n, query in enumerate(queries, 1):
+            exclude = set(query.get("exclude_ids") or ())
+            ranking, ms, was = querier.ranking(query["query"], mode, k, exclude, handles)
+            run.scores[mode][query["task"]].append(scores(ranking, set(query["relevant"]), k))
+            run.latency_ms[mode].append(ms)
+            reranked += was
+            if n % 50 == 0 or n == len(queries):
+                say(f"{mode}: {n}/{len(queries)} queries ({time.perf_counter() - started:.0f} s)")
+        if mode == "hybrid+rerank":
+            run.reranked = reranked == len(queries) > 0
+            for note, n in querier.rerank_notes.items():
+                say(f"note: {n} quer(y/ies) of hybrid+rerank not reranked: {note}")
+    if "hybrid+rerank" in modes and "hybrid+rerank" not in pending:
+        run.scores["hybrid+rerank"] = run.scores["hybrid"]
+    return run
+
+
+def _rerank_works(
+    querier: Querier, queries: Sequence[dict[str, Any]], handles: dict[str, str], k: int
+) -> bool:
+    """Try one reranked query; say why hybrid+rerank falls back to hybrid if it
+    fails or comes back without rerank scores."""
+    reason = None
+    if not querier.can_rerank:
+        reason = "Searcher.search takes no `rerank` argument"
+    elif queries:
+        try:
+            _, _, reranked = querier.ranking(
+                queries[0]["query"], "hybrid+rerank", k, set(), handles
+            )
+        except Exception as exc:  # a broken rerank must not cost the other modes
+            reason = f"the rerank failed ({type(exc).__name__}: {exc})"
+        else:
+            if not reranked:
+                reason = next(iter(querier.rerank_notes), "no rerank scores")
+    if reason:
+        say(f"note: hybrid+rerank not available: {reason}; it reports hybrid's numbers")
+    return reason is None
+
+
+def scorable(queries: Sequence[dict[str, Any]], corpus_ids: set[str]) -> list[dict[str, Any]]:
+    """Queries with their relevant ids cut to the corpus; warns about what is missing."""
+    kept, missing, empty = [], 0, 0
+    for query in queries:
+        relevant = [i for i in query["relevant_ids"] if i in corpus_ids]
+        missing += len(query["relevant_ids"]) - len(relevant)
+        if relevant:
+            kept.append({**query, "relevant": relevant})
+        else:
+            empty += 1
+    if missing:
+        say(f"warning: {missing} relevant id(s) are not in the corpus: left out of scoring")
+    if empty:
+        say(f"warning: {empty} quer(y/ies) have no relevant document in the corpus: skipped")
+    return kept
+
+
+def unindexed(searcher: Searcher, handles: dict[str, str], wanted: set[str]) -> int:
+    """How many of the corpus ids in `wanted` no chunk of the index belongs to."""
+    names = [c for c in ("handle", "entity") if c in searcher.table.schema.names]
+    table = searcher.table.to_arrow().select(names)
+    keys = {v for column in names for v in table.column(column).to_pylist() if v}
+    keys |= {c for c in map(commit_of, list(keys)) if c}
+    indexed = {i for h, i in handles.items() if h in keys}
+    return len(wanted - indexed)
+
+
+# ------------------------------------------------------------------------ reports
+
+
+def summary(run: Run, modes: Sequence[str], tasks: Sequence[str], k: int) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for mode in modes:
+        result[mode] = {}
+        for task in tasks:
+            rows = run.scores[mode].get(task, [])
+            n = len(rows)
+            means = [sum(r[i] for r in rows) / n if n else 0.0 for i in range(3)]
+            entry: dict[str, Any] = {
+                f"recall@{k}": round(means[0], 4),
+                f"mrr@{k}": round(means[1], 4),
+                f"ndcg@{k}": round(means[2], 4),
+                "n": n,
+            }
+            if mode == "hybrid+rerank":
+                entry["reranked"] = run.reranked
+            result[mode][task] = entry
+    return result
+
+
+def markdown(result: dict[str, Any], run: Run, k: int) -> str:
+    lines = [
+        f"| mode | task | n | recall@{k} | MRR@{k} | nDCG@{k} |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for mode, tasks in result.items():
+        label = (
+            mode if mode != "hybrid+rerank" or run.reranked else f"{mode} (not available: hybrid)"
+        )
+        for task, m in tasks.items():
+            lines.append(
+                f"| {label} | {task} | {m['n']} | {m[f'recall@{k}']:.3f} "
+                f"| {m[f'mrr@{k}']:.3f} | {m[f'ndcg@{k}']:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def latency_table(run: Run, modes: Sequence[str]) -> str:
+    lines = ["| mode | queries | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
+    for mode in modes:
+        values = run.latency_ms.get(mode)  # none for a hybrid+rerank that fell back
+        if values:
+            p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+            label = mode if mode != "hybrid+rerank" or run.reranked else f"{mode} (not reranked)"
+            lines.append(f"| {label} | {len(values)} | {p50:.1f} | {p95:.1f} |")
+        else:
+            lines.append(f"| {mode} | 0 | n/a | n/a |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Index an eval set with ghindex and report recall, MRR and nDCG per mode."
+    )
+    parser.add_argument("set", type=Path, help="eval set folder (corpus.jsonl, queries.jsonl)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--workdir", type=Path, help="default: bench/.cache/eval-<set>")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model")
+    parser.add_argument(
+        "--rerank-model",
+        help="cross-encoder for hybrid+rerank (sets GHINDEX_RERANK_MODEL for the run)",
+    )
+    parser.add_argument("--limit-queries", type=int, help="N queries spread over the file")
+    parser.add_argument("--limit-docs", type=int, help="the queries' documents, then others")
+    parser.add_argument("--k", type=int, default=10, help="cut-off of every metric")
+    args = parser.parse_args(argv)
+    if args.k < 1:
+        parser.error("--k must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    modes = [m for m in MODES if m in args.modes]
+    out = sys.stdout
+    previous = os.environ.get(RERANK_MODEL_ENV)
+    if args.rerank_model:
+        os.environ[RERANK_MODEL_ENV] = args.rerank_model
+    try:
+        # stdout carries only the result: anything a library prints goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            result, run = run_eval(args, modes)
+    except GhindexError as exc:
+        say(f"error: {exc}")
+        return 1
+    finally:
+        if args.rerank_model:
+            os.environ.pop(RERANK_MODEL_ENV, None)
+            if previous is not None:
+                os.environ[RERANK_MODEL_ENV] = previous
+    if args.json:
+        print(latency_table(run, modes), file=sys.stderr)
+        print(json.dumps(result), file=out)
+    else:
+        print(markdown(result, run, args.k), file=out)
+        print(file=out)
+        print(latency_table(run, modes), file=out)
+    return 0
+
+
+def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, Any], Run]:
+    eval_set = read_set(args.set, args.limit_queries, args.limit_docs)
+    workdir = args.workdir or CACHE / f"eval-{eval_set.name}"
+    say(
+        f"{eval_set.name}: {len(eval_set.corpus)} documents, {len(eval_set.queries)} queries; "
+        f"workdir {workdir}"
+    )
+    settings, loaded, _ = build_index(workdir, args.model, eval_set)
+    tasks = list(dict.fromkeys(q["task"] for q in eval_set.queries))
+    queries = scorable(eval_set.queries, set(loaded.handles.values()))
+    searcher = Searcher(settings.lance_path)
+    relevant = {i for q in queries for i in q["relevant"]}
+    missing = unindexed(searcher, loaded.handles, relevant)
+    if missing:
+        say(
+            f"warning: {missing} of {len(relevant)} relevant documents have no chunk in the "
+            "index (ghindex does not index their type): they count as misses"
+        )
+    run = evaluate(Querier(searcher), queries, loaded.handles, modes, args.k)
+    return summary(run, modes, tasks, args.k), run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

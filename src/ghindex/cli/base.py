@@ -1,0 +1,127 @@
+"""The command group, its shared options, and how failures become exit codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ghindex import __version__
+from ghindex.config import Settings, load_settings
+from ghindex.errors import GhindexError
+from ghindex.output import configure_logging
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+git_option = click.option(
+    "--git",
+    "git_paths",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(file_okay=False, exists=True),
+    help="A local clone: read its docs and default-branch commits (repeatable).",
+)
+wiki_option = click.option(
+    "--wiki",
+    "wiki_paths",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(file_okay=False, exists=True),
+    help="A clone of OWNER/NAME.wiki.git: read its pages (repeatable).",
+)
+max_wait_option = click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Longest wait for a rate-limit reset before stopping with progress saved "
+    "(env GHINDEX_MAX_WAIT, default 3600).",
+)
+
+
+def snapshot_options(command):
+    """--store and --snapshot: where a query command reads."""
+    command = click.option(
+        "--snapshot",
+        type=click.Path(file_okay=False, exists=True),
+        help="Snapshot or workdir to read (default: WORKDIR).",
+    )(command)
+    return click.option(
+        "--store",
+        metavar="URL",
+        help="Pull the latest snapshot from this store into WORKDIR first, then read it.",
+    )(command)
+
+
+@dataclass
+class Context:
+    config: str | None
+    workdir: str | None
+    debug: bool
+
+    def settings(self, **flags: object) -> Settings:
+        return load_settings(self.config, workdir=self.workdir, **flags)
+
+
+class _Group(click.Group):
+    """Turns expected failures into one-line messages and exit code 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except GhindexError as exc:
+            if ctx.obj is not None and ctx.obj.debug:
+                raise
+            raise click.ClickException(str(exc)) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if ctx.obj is not None and ctx.obj.debug:
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise click.ClickException(
+                f"unexpected {type(exc).__name__}: {first} (rerun with --debug for details)"
+            ) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ghindex")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    help="Settings file (default: ./ghindex.toml when it exists).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    help="Local build directory (env GHINDEX_WORKDIR, default .ghindex).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks for failures.")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool) -> None:
+    """GitHub repositories' working state as a searchable, portable snapshot.
+
+    \b
+    Quick start:
+      ghindex demo                                 # offline, on bundled sample data
+      export GITHUB_TOKEN=...
+      ghindex fetch --repo owner/name              # issues and PRs into .ghindex/
+      ghindex build                                # embeddings + full-text index
+      ghindex search "flaky test on windows" --state open -k 5
+    """
+    ctx.obj = Context(config=config, workdir=workdir, debug=debug)
+    configure_logging(debug)
+
+
+def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path:
+    """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store)."""
+    if snapshot and store:
+        raise click.UsageError("give --snapshot or --store, not both")
+    settings = obj.settings(store=store)
+    if snapshot:
+        return Path(snapshot)
+    if settings.store and store:
+        from ghindex.snapshot import Store, pull
+
+        pull(Store(settings.store), settings.workdir)
+    return settings.workdir

@@ -1,0 +1,167 @@
+"""Commands that read GitHub and git: fetch, build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ghindex.cli.base import (
+    Context,
+    cli,
+    git_option,
+    json_option,
+    max_wait_option,
+    wiki_option,
+)
+from ghindex.config import github_token
+from ghindex.output import emit_json, progress
+
+
+@cli.command()
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="OWNER/NAME",
+    help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
+)
+@click.option(
+    "--org",
+    "orgs",
+    multiple=True,
+    metavar="ORG",
+    help="Every repository of this organisation or user, filtered by the include, exclude, "
+    "archived and forks settings of ghindex.toml (repeatable).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Ignore the high-water marks, read everything, and remove items GitHub confirms gone.",
+)
+@max_wait_option
+@json_option
+@click.pass_obj
+def fetch(
+    obj: Context,
+    repos: tuple[str, ...],
+    orgs: tuple[str, ...],
+    full: bool,
+    max_wait: float | None,
+    as_json: bool,
+) -> None:
+    """Pull issues, pull requests, discussions, releases, comments, reviews and
+    links into WORKDIR/state.duckdb, incrementally.
+
+    Needs GITHUB_TOKEN (or GH_TOKEN). GHINDEX_GRAPHQL_URL points it at GitHub
+    Enterprise Server or any server speaking GitHub's GraphQL schema.
+
+    \b
+    Examples:
+      ghindex fetch --repo psf/requests --repo encode/httpx
+      ghindex fetch --org encode --max-wait 600
+    """
+    settings = obj.settings(repos=repos, orgs=orgs, max_wait=max_wait)
+    if not settings.repos and not settings.orgs:
+        raise click.UsageError(
+            "give at least one --repo OWNER/NAME or --org ORG (or `repos` / `orgs` in ghindex.toml)"
+        )
+    token = github_token()
+    from ghindex.fetch.client import GraphQLClient
+    from ghindex.ingest import fetch as run_fetch
+    from ghindex.ingest import organisation_repos
+
+    with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
+        chosen = list(settings.repos)
+        for org in settings.orgs:
+            found = organisation_repos(client, org, settings.select)
+            if not found:
+                raise click.ClickException(
+                    f"{org} has no repositories that the include/exclude/archived/forks "
+                    "settings select: check them in ghindex.toml"
+                )
+            chosen += found
+        report = run_fetch(
+            settings.state_path,
+            client,
+            list(dict.fromkeys(chosen)),
+            full=full,
+            progress=progress(not as_json),
+        )
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    for repo in report.repos:
+        gone = f", {len(repo.deleted)} deleted" if repo.deleted else ""
+        moved = f", {len(repo.transferred)} transferred away" if repo.transferred else ""
+        click.echo(
+            f"{repo.repo}: {repo.issues} issues, {repo.pull_requests} pull requests, "
+            f"{repo.discussions} discussions, {repo.releases} releases{gone}{moved}"
+        )
+    click.echo(f"{report.requests} requests ({report.cost} rate-limit points)")
+
+
+@cli.command()
+@click.option(
+    "--model",
+    metavar="NAME_OR_PATH",
+    help="sentence-transformers model (env GHINDEX_MODEL; default all-MiniLM-L6-v2).",
+)
+@git_option
+@wiki_option
+@click.option(
+    "--repo",
+    metavar="OWNER/NAME",
+    help="Repository the --git/--wiki clones belong to (default: their origin remote).",
+)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Drop the index and embedding cache and re-read git sources; rebuild.",
+)
+@json_option
+@click.pass_obj
+def build(
+    obj: Context,
+    model: str | None,
+    git_paths: tuple[str, ...],
+    wiki_paths: tuple[str, ...],
+    repo: str | None,
+    full: bool,
+    as_json: bool,
+) -> None:
+    """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
+
+    Only chunks whose text is new are embedded; the rest come from the cache.
+    With --git/--wiki, docs, commits and wiki pages are read from the clones'
+    git objects (never their working trees) into the state first.
+
+    \b
+    Examples:
+      ghindex build
+      ghindex build --git . --wiki ../project.wiki
+    """
+    from ghindex.build import GitSource
+    from ghindex.build import build as run_build
+    from ghindex.config import parse_repo
+
+    settings = obj.settings(model=model)
+    owner = parse_repo(repo) if repo else None
+    sources = [GitSource(Path(p), repo=owner) for p in git_paths]
+    sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
+    report = run_build(settings, full=full, git=sources, progress=progress(not as_json))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    for source in report.git:
+        click.echo(
+            f"{source['repo']} {source['source']} at {source['commit'][:12]}: "
+            f"{source['docs_added']} docs added, {source['docs_updated']} updated, "
+            f"{source['docs_removed']} removed; {source['commits_added']} commits added"
+        )
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items()) or "nothing"
+    click.echo(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
+    click.echo(
+        f"embedded {report.embedded} chunks, {report.from_cache} from the cache "
+        f"({report.model}, {report.seconds:.1f}s)"
+    )

@@ -1,0 +1,237 @@
+"""Commands that read a snapshot: search, related, demo."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from pathlib import Path
+
+import click
+
+from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
+from ghindex.config import Settings
+from ghindex.documents import TYPES
+from ghindex.output import emit_json, progress, search_text
+
+_DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(sorted({*TYPES, "commit"})),
+    help="Only this kind of document, or of entity (issue includes its comments).",
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
+    help="Only items in this state.",
+)
+@click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
+@click.option("--any-label", "any_labels", multiple=True, help="Only items with one of these.")
+@click.option("--not-label", "not_labels", multiple=True, help="Only items without this label.")
+@click.option("--author", "authors", multiple=True, metavar="LOGIN", help="Only by this author.")
+@click.option("--assignee", "assignees", multiple=True, metavar="LOGIN", help="Assigned to.")
+@click.option("--milestone", "milestones", multiple=True, help="In this milestone (title).")
+@click.option("--path", "path_prefix", metavar="PREFIX", help="Docs and diffs under this path.")
+@click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Updated at or after.")
+@click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Updated before.")
+@click.option("--created-since", type=click.DateTime(_DATE_FORMATS), help="Created at or after.")
+@click.option("--created-until", type=click.DateTime(_DATE_FORMATS), help="Created before.")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Number of results."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "sparse"]),
+    default="hybrid",
+    show_default=True,
+    help="hybrid: vectors + BM25 fused by RRF; dense: vectors; sparse: BM25.",
+)
+@click.option(
+    "--rerank",
+    is_flag=True,
+    help="Rerank the top candidates with a cross-encoder (GHINDEX_RERANK_MODEL).",
+)
+@click.option(
+    "--mmr",
+    type=click.FloatRange(0, 1),
+    metavar="LAMBDA",
+    help="Diversify results by maximal marginal relevance (1 = relevance only).",
+)
+@snapshot_options
+@json_option
+@click.pass_obj
+def search(
+    obj: Context,
+    query: str,
+    k: int,
+    mode: str,
+    rerank: bool,
+    mmr: float | None,
+    snapshot: str | None,
+    store: str | None,
+    as_json: bool,
+    **filter_options: object,
+) -> None:
+    """Hybrid search over the index; results are whole items.
+
+    A query that is an identifier (#123, owner/repo#12, a commit SHA or prefix,
+    a handle, a file path) finds that item first.
+
+    \b
+    Examples:
+      ghindex search "flaky test on windows" --state open --label bug -k 5
+      ghindex search "TypeError: cannot pickle" --mode sparse --json
+      ghindex search "#1234"
+    """
+    from ghindex.search import Filters, Searcher
+
+    root = snapshot_root(obj, snapshot, store)
+    options = {
+        key: (tuple(v.lower() for v in value) if key == "states" else value)
+        for key, value in filter_options.items()
+    }
+    for key in ("since", "until", "created_since", "created_until"):
+        if options.get(key) is not None:
+            options[key] = options[key].replace(tzinfo=UTC)
+    response = Searcher(root / "lance").search(
+        query, filters=Filters(**options), k=k, mode=mode, rerank=rerank, mmr=mmr
+    )
+    if as_json:
+        emit_json(response.as_dict())
+    else:
+        click.echo(search_text(response))
+
+
+@cli.command()
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False),
+    help="Where to build the demo snapshot (default: WORKDIR/demo).",
+)
+@json_option
+@click.pass_obj
+def demo(obj: Context, dest: str | None, as_json: bool) -> None:
+    """Build a snapshot from the bundled sample, offline, and run example searches.
+
+    The sample is real GitHub data recorded by the github3.py project (issues and
+    pull requests of betamax, github3.py, requests and others).
+
+    \b
+    Example:
+      ghindex demo
+    """
+    from ghindex.demo import run_demo
+
+    base = obj.settings()
+    settings = Settings(
+        workdir=Path(dest) if dest else base.workdir / "demo",
+        graphql_url=base.graphql_url,
+        model=base.model,
+    )
+    report = run_demo(settings, progress=progress(not as_json))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(
+        f"loaded {report.issues} issues and {report.pull_requests} pull requests "
+        f"of {report.repos} repositories into {settings.workdir}"
+    )
+    click.echo(
+        f"indexed {report.build.chunks} chunks ({report.build.embedded} embedded, "
+        f"{report.build.from_cache} from the cache) with {report.build.model}"
+    )
+    for response in report.searches:
+        filters = " ".join(f"--{k.rstrip('s')} {' '.join(v)}" for k, v in response.filters.items())
+        click.echo(
+            f"\n$ ghindex search {response.query!r} --mode {response.mode} {filters}".rstrip()
+        )
+        click.echo(search_text(response))
+    click.echo(f'\nTry your own: ghindex search --snapshot {settings.workdir} "your question"')
+
+
+@cli.command()
+@click.argument("handle")
+@click.option(
+    "--hops",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="1: the item's own links; 2: also the links of those items.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND",
+    help="Only links of this kind, e.g. closes, duplicate_of, mentions (repeatable).",
+)
+@click.option(
+    "--history",
+    is_flag=True,
+    help="Every link event as recorded (connected and disconnected, marked and unmarked "
+    "duplicates), not only what holds now.",
+)
+@snapshot_options
+@json_option
+@click.pass_obj
+def related(
+    obj: Context,
+    handle: str,
+    hops: int,
+    kinds: tuple[str, ...],
+    history: bool,
+    snapshot: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Graph neighbours of one item (what it links to and what links to it) and
+    the items whose text is nearest to it in the index.
+
+    HANDLE is an item's handle; a comment or review stands for its item, and a
+    commit can be named by the first 7 or more characters of its sha.
+
+    \b
+    Examples:
+      ghindex related psf/requests#6240
+      ghindex related psf/requests#6240 --hops 2 --kind closes --kind duplicate_of
+      ghindex related psf/requests@1a2b3c4 --json
+    """
+    from ghindex.graph import KINDS
+    from ghindex.graph import related as find_related
+    from ghindex.store.state import open_state
+
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise click.BadParameter(
+            f"{unknown[0]!r} is not a link kind: use one of {', '.join(KINDS)}",
+            param_hint="'--kind'",
+        )
+    root = snapshot_root(obj, snapshot, store)
+    nearest = None
+    if (root / "lance").exists():
+        from ghindex.search import Searcher
+
+        nearest = Searcher(root / "lance").nearest
+    con = open_state(root / "state.duckdb", read_only=True)
+    try:
+        result = find_related(
+            con,
+            handle,
+            hops=hops,
+            kinds=kinds or None,
+            include_history=history,
+            nearest_items=nearest,
+        )
+    finally:
+        con.close()
+    if as_json:
+        emit_json(result.as_dict())
+    else:
+        click.echo(result.as_text())

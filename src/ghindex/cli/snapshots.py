@@ -1,0 +1,220 @@
+"""Commands that move snapshots: publish, pull, update, gc, status."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from ghindex.cli.base import Context, cli, git_option, json_option, max_wait_option, wiki_option
+from ghindex.output import emit_json, progress
+
+store_option = click.option(
+    "--store",
+    metavar="URL",
+    help="Snapshot store: a path, file://, s3://bucket/prefix, gs://…, az://… (env GHINDEX_STORE).",
+)
+
+
+def _store(obj: Context, url: str | None):
+    from ghindex.snapshot import Store
+
+    settings = obj.settings(store=url)
+    if not settings.store:
+        raise click.UsageError(
+            "give --store URL (or set GHINDEX_STORE, or `store` in ghindex.toml)"
+        )
+    return settings, Store(settings.store)
+
+
+@cli.command()
+@store_option
+@json_option
+@click.pass_obj
+def publish(obj: Context, store: str | None, as_json: bool) -> None:
+    """Publish WORKDIR as a new immutable snapshot; print its id.
+
+    Files already in the store are not uploaded again; the store's pointer moves
+    last, and only if no other publisher moved it first.
+
+    \b
+    Example:
+      ghindex publish --store s3://my-bucket/ghindex
+    """
+    from ghindex.snapshot import publish as run_publish
+
+    settings, target = _store(obj, store)
+    report = run_publish(settings.workdir, target)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(report.snapshot_id)
+    click.echo(
+        f"{report.files} files, {report.bytes:,} bytes; uploaded {report.blobs_uploaded} of "
+        f"{report.blobs} blobs ({report.bytes_uploaded:,} bytes) to {report.store}",
+        err=True,
+    )
+
+
+@cli.command()
+@store_option
+@click.option(
+    "--dest",
+    type=click.Path(file_okay=False),
+    help="Where to put the snapshot (default: WORKDIR). It is replaced as a whole.",
+)
+@click.option("--snapshot", "snapshot_id", metavar="ID", help="A snapshot id (default: latest).")
+@json_option
+@click.pass_obj
+def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | None,
+         as_json: bool) -> None:  # fmt: skip
+    """Download a snapshot, verify every file, and swap it into place.
+
+    Files the destination already holds are not downloaded again. A damaged or
+    incomplete snapshot fails the pull and leaves the destination as it was.
+
+    \b
+    Example:
+      ghindex pull --store s3://my-bucket/ghindex --dest ./snapshot
+    """
+    from ghindex.snapshot import pull as run_pull
+
+    settings, source = _store(obj, store)
+    report = run_pull(source, Path(dest) if dest else settings.workdir, snapshot_id=snapshot_id)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    what = "already up to date" if report.unchanged else (
+        f"downloaded {report.bytes_downloaded:,} bytes, reused {report.bytes_reused:,}"
+    )  # fmt: skip
+    click.echo(f"{report.snapshot_id} in {report.dest}: {what}")
+
+
+@cli.command()
+@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Repository to fetch.")
+@click.option("--org", "orgs", multiple=True, metavar="ORG", help="Every repository of an org.")
+@store_option
+@git_option
+@wiki_option
+@click.option("--full", is_flag=True, help="Fetch everything and re-read git sources.")
+@max_wait_option
+@json_option
+@click.pass_obj
+def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, max_wait,
+           as_json) -> None:  # fmt: skip
+    """Pull the latest snapshot (if any), fetch, build, publish: what CI runs.
+
+    With an empty store it starts from nothing. An interrupted update publishes
+    nothing and leaves the store as it was.
+
+    \b
+    Example:
+      ghindex update --repo psf/requests --git . --store s3://my-bucket/ghindex
+    """
+    from ghindex.build import GitSource
+    from ghindex.config import github_token
+    from ghindex.fetch.client import GraphQLClient
+    from ghindex.update import update as run_update
+
+    settings, target = _store(obj, store)
+    settings = obj.settings(repos=repos, orgs=orgs, store=store, max_wait=max_wait)
+    if not settings.repos and not settings.orgs:
+        raise click.UsageError("give at least one --repo OWNER/NAME or --org ORG")
+    token = github_token()
+    sources = [GitSource(Path(p)) for p in git_paths]
+    sources += [GitSource(Path(p), wiki=True) for p in wiki_paths]
+    with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
+        report = run_update(
+            settings, target, client, full=full, git=sources, progress=progress(not as_json)
+        )
+    if as_json:
+        emit_json(report)
+        return
+    click.echo(report["published"]["snapshot_id"])
+
+
+@cli.command()
+@store_option
+@click.option("--keep", type=click.IntRange(min=1), help="Snapshots to keep (`keep` setting).")
+@click.option(
+    "--grace-hours",
+    type=click.FloatRange(min=0),
+    default=24.0,
+    show_default=True,
+    help="Never remove blobs or unpublished manifests younger than this.",
+)
+@json_option
+@click.pass_obj
+def gc(obj: Context, store: str | None, keep: int | None, grace_hours: float,
+       as_json: bool) -> None:  # fmt: skip
+    """Remove snapshots beyond the newest N and blobs no kept snapshot uses.
+
+    The snapshot the pointer names is never removed, and a publish in flight is
+    safe: its manifest and blobs are younger than the grace period.
+
+    \b
+    Example:
+      ghindex gc --store s3://my-bucket/ghindex --keep 5
+    """
+    from ghindex.snapshot import gc as run_gc
+
+    settings, target = _store(obj, store)
+    report = run_gc(target, keep or settings.keep, grace=timedelta(hours=grace_hours))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(
+        f"kept {len(report.kept)} snapshots, removed {len(report.removed)} and "
+        f"{report.blobs_removed} blobs ({report.bytes_removed:,} bytes)"
+    )
+
+
+@cli.command()
+@store_option
+@click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="A local snapshot or workdir (default: WORKDIR).",
+)
+@json_option
+@click.pass_obj
+def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool) -> None:
+    """Snapshot id, age, repositories and their cursors, counts, model, size.
+
+    \b
+    Examples:
+      ghindex status
+      ghindex status --store s3://my-bucket/ghindex --json
+    """
+    from ghindex.snapshot import Store, local_status, store_status
+
+    if store and snapshot:
+        raise click.UsageError("give --snapshot or --store, not both")
+    if store:
+        summary = store_status(Store(obj.settings(store=store).store))
+    else:
+        summary = local_status(Path(snapshot) if snapshot else obj.settings().workdir)
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"snapshot  {summary['snapshot_id'] or '(local build, not published)'}")
+    click.echo(f"source    {summary['source']}")
+    click.echo(f"created   {summary['created_at']} ({_age(summary['age_seconds'])} ago)")
+    model = summary.get("model") or {}
+    click.echo(f"model     {model.get('name')} ({model.get('dimension')} dimensions)")
+    click.echo(f"size      {summary['total_bytes']:,} bytes")
+    for kind, count in sorted(summary["counts"].items()):
+        click.echo(f"  {kind:<20} {count:>8,}")
+    for repo, info in sorted(summary["repos"].items()):
+        cursors = ", ".join(f"{k} {v}" for k, v in sorted(info.get("cursors", {}).items()))
+        click.echo(f"  {repo}: {cursors}")
+
+
+def _age(seconds: int | None) -> str:
+    if seconds is None:
+        return "?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,209 @@
+"""`ghindex publish`: a workdir becomes a new immutable snapshot in a store.
+
+Order matters, so that a reader never sees half a snapshot and a failure leaves
+the previous one in place:
+
+1. the manifest, written create-only under the new snapshot id (so `gc` running
+   meanwhile sees which blobs the snapshot needs);
+2. every blob the store does not hold yet (content-addressed: unchanged files and
+   unchanged pieces of a large file are not uploaded again);
+3. last, the pointer: generation N+1, created only if no one else created it. A
+   publisher that loses that race fails with a message; nothing is lost.
+
+Steps 1-2 are `stage`, step 3 is `Staged.commit`; `publish` does both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ghindex import __version__
+from ghindex.errors import SnapshotError, StateError
+from ghindex.snapshot.layout import (
+    FORMAT_VERSION,
+    LATEST,
+    PIECE_SIZE,
+    FileEntry,
+    Manifest,
+    Ref,
+    blob_path,
+    hash_file,
+    manifest_path,
+    new_snapshot_id,
+    ref_path,
+    relative,
+    snapshot_files,
+)
+from ghindex.snapshot.refs import latest_ref, read_manifest
+from ghindex.snapshot.stores import Store, shown
+
+# A blob already in the store but not part of the current snapshot is reused only if
+# it is this recent; older strays may be collected by `gc` at any moment.
+REUSE_WINDOW = timedelta(hours=6)
+
+
+@dataclass
+class PublishReport:
+    snapshot_id: str
+    generation: int
+    store: str
+    files: int
+    bytes: int
+    blobs: int
+    blobs_uploaded: int
+    bytes_uploaded: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def publish(workdir: Path, store: Store, *, now: datetime | None = None) -> PublishReport:
+    """Stage the snapshot (manifest, then blobs) and commit it (move the pointer)."""
+    return stage(workdir, store, now=now).commit()
+
+
+@dataclass
+class Staged:
+    """A snapshot whose manifest and blobs are in the store, not yet the latest."""
+
+    store: Store
+    base: Ref | None
+    manifest: Manifest
+    manifest_bytes: bytes
+    report: PublishReport
+    started: float
+
+    def commit(self) -> PublishReport:
+        """Make this snapshot the latest, unless another publisher got there first."""
+        generation = (self.base.generation if self.base else 0) + 1
+        ref = Ref(
+            generation,
+            self.manifest.snapshot_id,
+            hashlib.sha256(self.manifest_bytes).hexdigest(),
+            self.manifest.body["created_at"],
+        )
+        encoded = (json.dumps(ref.as_dict(), indent=2, sort_keys=True) + "\n").encode()
+        if not self.store.put(ref_path(generation), encoded, create_only=True):
+            raise SnapshotError(
+                f"another publisher moved {shown(self.store.url)} to generation {generation} "
+                f"first: snapshot {self.manifest.snapshot_id} was not published and nothing "
+                "was lost; pull the new snapshot and run again"
+            )
+        self.store.put(LATEST, f"{self.manifest.snapshot_id}\n".encode())  # advisory
+        self.report.generation = generation
+        self.report.seconds = round(time.perf_counter() - self.started, 3)
+        return self.report
+
+
+def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged:
+    """Upload the manifest and every missing blob of a new snapshot of `workdir`."""
+    started = time.perf_counter()
+    build_manifest = _build_manifest(workdir)
+    _checkpoint(workdir / "state.duckdb")
+    files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]
+    current = latest_ref(store)
+    trusted = read_manifest(store, current).blobs() if current else set()
+
+    created = (now or datetime.now(UTC)).astimezone(UTC)
+    snapshot_id = new_snapshot_id(created)
+    manifest = Manifest(
+        {
+            **build_manifest,
+            "format_version": FORMAT_VERSION,
+            "snapshot_id": snapshot_id,
+            "created_at": created.isoformat(timespec="seconds"),
+            "ghindex_version": __version__,
+            "parent": current.snapshot_id if current else None,
+            "total_bytes": sum(f.size for f in files),
+        },
+        files,
+    )
+    body = manifest.to_bytes()
+    if not store.put(manifest_path(snapshot_id), body, create_only=True):
+        raise SnapshotError(f"snapshot {snapshot_id} already exists in {shown(store.url)}")
+    uploaded, uploaded_bytes = _upload_blobs(workdir, store, files, trusted, created)
+    report = PublishReport(
+        snapshot_id=snapshot_id,
+        generation=0,
+        store=shown(store.url),
+        files=len(files),
+        bytes=sum(f.size for f in files),
+        blobs=len(manifest.blobs()),
+        blobs_uploaded=uploaded,
+        bytes_uploaded=uploaded_bytes,
+        seconds=0.0,
+    )
+    return Staged(store, current, manifest, body, report, started)
+
+
+def _upload_blobs(
+    workdir: Path, store: Store, files: list[FileEntry], trusted: set[str], now: datetime
+) -> tuple[int, int]:
+    done: set[str] = set(trusted)
+    uploaded = uploaded_bytes = 0
+    for entry in files:
+        path = workdir / entry.path
+        for index, piece in enumerate(entry.pieces):
+            if piece.sha256 in done:
+                continue
+            done.add(piece.sha256)
+            found = store.head(blob_path(piece.sha256))
+            if found and found.size == piece.size and now - found.last_modified < REUSE_WINDOW:
+                continue
+            if len(entry.pieces) == 1:
+                store.put(blob_path(piece.sha256), path)
+            else:
+                store.put(blob_path(piece.sha256), _read_piece(path, index, piece.size))
+            uploaded += 1
+            uploaded_bytes += piece.size
+    return uploaded, uploaded_bytes
+
+
+def _read_piece(path: Path, index: int, size: int) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(index * PIECE_SIZE)
+        data = handle.read(size)
+    if len(data) != size:
+        raise SnapshotError(f"{path} changed while it was being published: run publish again")
+    return data
+
+
+def _build_manifest(workdir: Path) -> dict[str, Any]:
+    path = workdir / "manifest.json"
+    if not path.exists():
+        raise StateError(f"nothing to publish in {workdir}: run `ghindex build` first")
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise StateError(f"{path} is not valid JSON ({exc}): run `ghindex build` again") from None
+    body.pop("files", None)
+    return body
+
+
+def _checkpoint(state: Path) -> None:
+    """Fold DuckDB's write-ahead log into the file, so the file alone is the state."""
+    if not state.exists():
+        return
+    try:
+        con = duckdb.connect(str(state))
+    except duckdb.IOException as exc:
+        raise StateError(
+            f"cannot open {state} to publish it ({str(exc).splitlines()[0]}): "
+            "wait for the running ghindex command to finish"
+        ) from None
+    try:
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    wal = state.with_name(state.name + ".wal")
+    if wal.exists() and wal.stat().st_size:
+        raise StateError(f"{wal} is still in use: wait for the running ghindex command to finish")

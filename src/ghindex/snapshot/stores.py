@@ -1,0 +1,150 @@
+"""Object stores: one small interface over a local directory, S3, GCS and Azure.
+
+Built on obstore, which speaks every backend with the credentials each cloud's own
+tools use (AWS_* variables and profiles, GOOGLE_APPLICATION_CREDENTIALS, AZURE_*),
+so nothing here reads or stores a secret. `AWS_ENDPOINT_URL` reaches any
+S3-compatible store (MinIO, R2, a local test server).
+
+Writes that must not overwrite (snapshot manifests, pointer generations) use the
+backend's create-only put: S3 `If-None-Match`, GCS `ifGenerationMatch=0`, Azure
+`If-None-Match: *`, `O_EXCL` on a local disk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.store import LocalStore, from_url
+
+from ghindex.errors import ConfigError, SnapshotError
+
+_MISSING = (FileNotFoundError, NotFoundError)
+
+SCHEMES = ("file", "s3", "gs", "az", "azure", "abfs", "abfss")
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    size: int
+    last_modified: datetime
+
+
+class Store:
+    """A store URL opened for snapshots: every path is relative to its prefix."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
+            root = Path(parts.path if scheme == "file" else url).expanduser()
+            root.mkdir(parents=True, exist_ok=True)
+            self._store = LocalStore(str(root.resolve()))
+            self.local_root: Path | None = root.resolve()
+        elif scheme in SCHEMES:
+            options: dict[str, Any] = {}
+            endpoint = os.environ.get("AWS_ENDPOINT_URL") if scheme == "s3" else None
+            if endpoint and endpoint.startswith("http://"):
+                options["client_options"] = {"allow_http": True}
+            try:
+                self._store = from_url(url, **options)
+            except Exception as exc:  # obstore raises its own error types per backend
+                raise ConfigError(f"cannot open store {shown(url)}: {_first_line(exc)}") from None
+            self.local_root = None
+        else:
+            raise ConfigError(
+                f"unknown store URL scheme {parts.scheme!r} in {shown(url)}: use a path, "
+                "file://, s3://, gs:// or az://"
+            )
+
+    def get(self, path: str) -> bytes:
+        try:
+            return bytes(obstore.get(self._store, path).bytes())
+        except _MISSING:
+            raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
+        except Exception as exc:
+            raise self._error("read", path, exc) from None
+
+    def get_to_file(self, path: str, target: Path) -> None:
+        """Stream an object into a local file."""
+        try:
+            result = obstore.get(self._store, path)
+            with open(target, "wb") as out:
+                for chunk in result:
+                    out.write(chunk)
+        except _MISSING:
+            raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
+        except OSError as exc:
+            raise SnapshotError(f"cannot write {target}: {_first_line(exc)}") from None
+        except Exception as exc:
+            raise self._error("read", path, exc) from None
+
+    def put(self, path: str, data: bytes | Path, *, create_only: bool = False) -> bool:
+        """Write an object (bytes, or a local file streamed); with `create_only`, return
+        False instead of overwriting an object that exists."""
+        mode = "create" if create_only else "overwrite"
+        try:
+            obstore.put(self._store, path, data, mode=mode)
+        except (AlreadyExistsError, PreconditionError, FileExistsError):
+            if create_only:
+                return False
+            raise
+        except Exception as exc:
+            raise self._error("write", path, exc) from None
+        return True
+
+    def head(self, path: str) -> Entry | None:
+        try:
+            meta = obstore.head(self._store, path)
+        except _MISSING:
+            return None
+        except Exception as exc:
+            raise self._error("read", path, exc) from None
+        return Entry(path, int(meta["size"]), meta["last_modified"])
+
+    def list(self, prefix: str) -> list[Entry]:
+        try:
+            found = []
+            for batch in obstore.list(self._store, prefix=prefix):
+                found.extend(Entry(m["path"], int(m["size"]), m["last_modified"]) for m in batch)
+        except _MISSING:
+            return []
+        except Exception as exc:
+            raise self._error("list", prefix, exc) from None
+        return sorted(found, key=lambda e: e.path)
+
+    def delete(self, path: str) -> None:
+        try:
+            obstore.delete(self._store, path)
+        except _MISSING:
+            return
+        except Exception as exc:
+            raise self._error("delete", path, exc) from None
+
+    def _error(self, action: str, path: str, exc: Exception) -> SnapshotError:
+        return SnapshotError(
+            f"cannot {action} {path} in {shown(self.url)}: {_first_line(exc)} "
+            "(check the store URL and the credentials in the environment)"
+        )
+
+
+def shown(url: str) -> str:
+    """A URL as it may appear in messages: no user, password or query string."""
+    parts = urlsplit(url)
+    if not parts.scheme or len(parts.scheme) == 1:
+        return url
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,44 @@
+"""`ghindex update`: the CI entry point. Pull the latest snapshot (its state,
+cursors and embedding cache), fetch what changed, build, publish.
+
+Each step works on the local workdir; only the last one touches the store, and it
+moves the pointer last, so an update interrupted anywhere publishes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ghindex.build import GitSource, build
+from ghindex.config import Settings
+from ghindex.fetch.client import GraphQLClient
+from ghindex.ingest import fetch, organisation_repos
+from ghindex.snapshot import Store, publish, pull
+from ghindex.snapshot.refs import latest_ref
+
+
+def update(
+    settings: Settings,
+    store: Store,
+    client: GraphQLClient,
+    *,
+    full: bool = False,
+    git: Sequence[GitSource] = (),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    say = progress or (lambda _msg: None)
+    report: dict[str, Any] = {"pulled": None}
+    if latest_ref(store) is not None:
+        say("pulling the latest snapshot")
+        report["pulled"] = pull(store, settings.workdir).as_dict()
+    repos = list(settings.repos)
+    for org in settings.orgs:
+        repos += organisation_repos(client, org, settings.select)
+    report["fetched"] = fetch(
+        settings.state_path, client, list(dict.fromkeys(repos)), full=full, progress=progress
+    ).as_dict()
+    report["built"] = build(settings, git=git, progress=progress).as_dict()
+    say("publishing")
+    report["published"] = publish(settings.workdir, store).as_dict()
+    return report
