@@ -189,7 +189,7 @@ def main() -> None:
     print(f"# fetch cost, {platform.node()}, {time.strftime('%Y-%m-%d')}")
     print(f"synthetic repository: {args.issues} issues, {args.pulls} pull requests\n")
     print("| run | items fetched | requests | lower bound | requests / bound | "
-          "est. points | wall s | ms per 1,000 items |")  # fmt: skip
+          "est. points | wall s | s per 1,000 items |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = [
         ("full", full, floor),
@@ -201,7 +201,7 @@ def main() -> None:
         print(
             f"| {name} | {result['items']} | {result['requests']} | {bound} | "
             f"{result['requests'] / bound:.2f} | {result['cost']} | {result['seconds']:.2f} | "
-            f"{per_thousand:.0f} |"
+            f"{per_thousand:.2f} |"
         )
     print("\nrequests by operation (full run):", full["operations"])
     print("estimated points per query:",

@@ -29,12 +29,12 @@ def workdir(isolated):
 
 
 def long_issue():
-    """An issue with 75 comments and 40 link events: more than one page of each."""
-    comments = [comment_node(i, body=f"comment {i}") for i in range(1, 76)]
+    """An issue with 150 comments and 115 link events: more than one page of each."""
+    comments = [comment_node(i, body=f"comment {i}") for i in range(1, 151)]
     comments[4]["body"] = "Same as #9 and octo/other#3, see https://github.com/octo/hello/pull/2"
     events = [
         event("CrossReferencedEvent", i, source=ref("octo/hello", 100 + i), willCloseTarget=False)
-        for i in range(1, 36)
+        for i in range(1, 111)
     ]
     events += [
         event("MarkedAsDuplicateEvent", 40, duplicate=ref("octo/hello", 1),
@@ -83,14 +83,14 @@ def big_pull():
         reviews=[
             review_node(
                 i,
-                "APPROVED" if i == 25 else "COMMENTED",
-                body="Approved once the regression test is in." if i == 25 else "",
+                "APPROVED" if i == 60 else "COMMENTED",
+                body="Approved once the regression test is in." if i == 60 else "",
             )
-            for i in range(1, 26)
+            for i in range(1, 61)
         ],
         reviewThreads=threads,
         closingIssuesReferences=[ref("octo/hello", 1)],
-        commits=[{"commit": {"oid": f"{i:040x}"}} for i in range(1, 26)],
+        commits=[{"commit": {"oid": f"{i:040x}"}} for i in range(1, 61)],
         comments=[comment_node(9000, body="LGTM, thanks")],
     )
 
@@ -145,7 +145,7 @@ def test_every_surface_lands_in_its_table(rich, workdir, run):
         "(SELECT count(*) FROM reviews), (SELECT count(*) FROM review_comments), "
         "(SELECT count(*) FROM releases), (SELECT count(*) FROM discussions)",
     )
-    assert counts == [(75, 1, 37, 25, 37, 2, 1)]
+    assert counts == [(150, 1, 37, 60, 37, 2, 1)]
 
 
 def test_nested_connections_are_paged_not_truncated(rich, run):
@@ -156,7 +156,7 @@ def test_nested_connections_are_paged_not_truncated(rich, run):
          "PullRequestReviews", "ReviewThreads", "ReviewThreadComments", "PullRequestCommits",
          "Discussions", "DiscussionComments", "DiscussionReplies", "Releases"]
     )  # fmt: skip
-    # 75 comments: the first 30 inline, then one page of up to 100
+    # 150 comments: the first 100 inline, then one page of up to 100
     assert operations(rich).count("IssueComments") == 1
     assert operations(rich).count("ReviewThreadComments") == 1
 
@@ -196,7 +196,7 @@ def test_reviews_and_review_threads(rich, workdir, run):
 
     assert rows(workdir, "SELECT state, count(*) FROM reviews GROUP BY ALL ORDER BY 1") == [
         ("APPROVED", 1),
-        ("COMMENTED", 24),
+        ("COMMENTED", 59),
     ]
     long_thread = rows(
         workdir,
@@ -228,10 +228,10 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
     edges = rows(
         workdir,
         "SELECT src, dst, kind, source_handle, source_field FROM edges "
-        "WHERE kind <> 'cross_references' OR src NOT LIKE 'octo/hello#1__' ORDER BY ALL",
+        "WHERE kind <> 'cross_references' OR src NOT LIKE 'octo/hello#%' ORDER BY ALL",
     )
     commit_edges = [e for e in edges if e[2] == "commit_in_pr"]
-    assert len(commit_edges) == 26  # 25 commits + the merge commit
+    assert len(commit_edges) == 61  # 60 commits + the merge commit
     assert [e for e in edges if e[2] != "commit_in_pr"] == [
         ("elsewhere/app#5", "octo/hello#1", "closes", "octo/hello#1",
          "timeline:CrossReferencedEvent"),
@@ -257,7 +257,7 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
          "release"),
     ]  # fmt: skip
     cross = rows(workdir, "SELECT count(*) FROM edges WHERE kind = 'cross_references'")
-    assert cross == [(36,)]
+    assert cross == [(111,)]
 
 
 def test_a_refetched_item_replaces_its_comments_and_links(rich, workdir, run):
@@ -270,7 +270,7 @@ def test_a_refetched_item_replaces_its_comments_and_links(rich, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
 
     assert rows(workdir, "SELECT count(*) FROM comments WHERE parent_handle = 'octo/hello#1'") == [
-        (75,)
+        (150,)
     ]
     assert rows(
         workdir, "SELECT count(*) FROM comments WHERE handle = 'octo/hello#1/comment/5'"

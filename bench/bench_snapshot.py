@@ -1,0 +1,179 @@
+"""What snapshots cost: bytes moved by an incremental publish and pull, and pull speed.
+
+Builds a workdir of ~50k chunks through ghindex's own build (state database, chunks
+table, FTS index), publishes it to a local S3 protocol server (moto, 127.0.0.1),
+changes 1% of the issues, rebuilds, publishes again, and pulls into a directory
+that holds the first snapshot. Then it times a full `pull` into an empty directory
+against a plain recursive download of the same objects with boto3, side by side.
+
+Embedding 50k chunks would take most of an hour on 2 cores, and what is measured
+here does not depend on the vectors' values: the embedding cache is seeded with
+real all-MiniLM-L6-v2 vectors of eval-corpus texts (perturbed per chunk), so the
+build embeds nothing and every other step is the product's.
+
+    python bench/bench_snapshot.py [--issues 25000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+from moto.server import ThreadedMotoServer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from github_server import as_response, issue_node, repository_node  # noqa: E402
+
+from ghindex import index  # noqa: E402
+from ghindex.build import build  # noqa: E402
+from ghindex.chunking import ChunkSettings, chunk_document  # noqa: E402
+from ghindex.config import DEFAULT_MODEL, Settings  # noqa: E402
+from ghindex.documents import iter_documents  # noqa: E402
+from ghindex.snapshot import Store, publish, pull  # noqa: E402
+from ghindex.snapshot.layout import blob_path  # noqa: E402
+from ghindex.snapshot.refs import latest_ref, read_manifest  # noqa: E402
+from ghindex.store import items  # noqa: E402
+from ghindex.store.state import open_state, transaction  # noqa: E402
+
+REPO = "bench/snapshots"
+CORPUS = Path("/work/shared/eval/httpx-changelog/corpus.jsonl")
+
+
+def texts(corpus: Path) -> list[str]:
+    bodies = [json.loads(line)["body"] for line in corpus.open()]
+    return [b[:3000] for b in bodies if len(b) > 200]
+
+
+def store_issues(settings: Settings, numbers: range, bodies: list[str], edit: str = "") -> None:
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            items.save_repository(con, repository_node(REPO))
+            for start in range(numbers.start, numbers.stop, 1000):
+                page = [
+                    issue_node(n, repo=REPO, title=f"Issue {n}{edit}",
+                               body=bodies[n % len(bodies)] + f"\n\nSee #{n}.")
+                    for n in range(start, min(start + 1000, numbers.stop))
+                ]  # fmt: skip
+                items.save_issues(con, REPO, as_response(page))
+    finally:
+        con.close()
+
+
+def seed_cache(settings: Settings, rng: np.random.Generator, dim: int = 384) -> None:
+    """Give every chunk a vector in the embedding cache, so the build embeds nothing."""
+    con = open_state(settings.state_path)
+    try:
+        hashes = sorted(
+            {c.content_hash for d in iter_documents(con)
+             for c in chunk_document(d, ChunkSettings())}
+        )  # fmt: skip
+    finally:
+        con.close()
+    db = index.connect(settings.lance_path)
+    missing = [h for h in hashes if h not in index.cached_vectors(db, DEFAULT_MODEL, hashes)]
+    vectors = rng.normal(size=(len(missing), dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.add_to_cache(db, DEFAULT_MODEL, missing, vectors)
+
+
+def timed(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--issues", type=int, default=25000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    args = parser.parse_args()
+    rng = np.random.default_rng(1)
+    bodies = texts(args.corpus)
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                      AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)  # fmt: skip
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket="bench")
+    store = Store("s3://bench/ghindex")
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        settings = Settings(workdir=tmp / "work", graphql_url="", model=DEFAULT_MODEL)
+        store_issues(settings, range(1, args.issues + 1), bodies)
+        seed_cache(settings, rng)
+        first_build = build(settings)
+        first = publish(settings.workdir, store)
+        reader = tmp / "reader"
+        pull(store, reader)
+
+        changed = range(1, args.issues + 1, 100)  # 1% of the issues
+        for n in changed:
+            store_issues(settings, range(n, n + 1), bodies, edit=" (edited)")
+        seed_cache(settings, rng)
+        second_build = build(settings)
+        second = publish(settings.workdir, store)
+        again = pull(store, reader)
+
+        # full pull into an empty directory vs a plain download of the same objects
+        latest = read_manifest(store, latest_ref(store))
+        keys = sorted(f"ghindex/{blob_path(sha)}" for sha in latest.blobs())
+        pulls, copies = [], []
+        for round_ in range(args.rounds):
+            target = tmp / f"pull-{round_}"
+            plain = tmp / f"copy-{round_}"
+
+            def plain_copy(plain=plain):
+                for key in keys:
+                    path = plain / key
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    s3.download_file("bench", key, str(path))
+
+            order = [("pull", lambda target=target: pull(store, target)), ("copy", plain_copy)]
+            for name, step in order if round_ % 2 == 0 else reversed(order):
+                (pulls if name == "pull" else copies).append(timed(step))
+            shutil.rmtree(target)
+            shutil.rmtree(plain)
+        store_bytes = sum(
+            obj["Size"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench")
+            for obj in page.get("Contents", [])
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        server.stop()
+
+    print(f"# snapshots: {args.issues} issues, {first_build.chunks} chunks\n")
+    print("| step | snapshot bytes | bytes moved | share |")
+    print("|---|---:|---:|---:|")
+    print(f"| first publish | {first.bytes:,} | {first.bytes_uploaded:,} | 100 % |")
+    print(f"| publish after 1% of issues changed ({second_build.inserted} rows inserted, "
+          f"{second_build.deleted} deleted) | {second.bytes:,} | {second.bytes_uploaded:,} | "
+          f"{100 * second.bytes_uploaded / second.bytes:.1f} % |")  # fmt: skip
+    print(f"| pull after that change | {again.bytes:,} | {again.bytes_downloaded:,} | "
+          f"{100 * again.bytes_downloaded / again.bytes:.1f} % |")  # fmt: skip
+    print(f"\nstore holds {store_bytes:,} bytes for both snapshots\n")
+    print("| full download from the local S3 server | median s |")
+    print("|---|---:|")
+    print(f"| `ghindex pull` (verify + swap) | {statistics.median(pulls):.2f} |")
+    print(f"| boto3 download of the same blobs, one by one | {statistics.median(copies):.2f} |")
+    print(f"| ratio | {statistics.median(pulls) / statistics.median(copies):.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
