@@ -197,11 +197,13 @@ def main() -> None:
         ("1% changed", one_percent, 5),
     ]
     for name, result, bound in rows:
-        per_thousand = result["seconds"] / max(result["items"], 1) * 1000
+        per_thousand = (
+            f"{result['seconds'] / result['items'] * 1000:.2f}" if result["items"] else "n/a"
+        )
         print(
             f"| {name} | {result['items']} | {result['requests']} | {bound} | "
             f"{result['requests'] / bound:.2f} | {result['cost']} | {result['seconds']:.2f} | "
-            f"{per_thousand:.2f} |"
+            f"{per_thousand} |"
         )
     print("\nrequests by operation (full run):", full["operations"])
     print("estimated points per query:",
