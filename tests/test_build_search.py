@@ -501,3 +501,23 @@ def test_a_large_table_gets_a_vector_index_and_search_uses_it(isolated):
     assert index.has_vector_index(table)
     hits = table.search(vectors[42]).distance_type("cosine").refine_factor(5).limit(3).to_list()
     assert hits[0]["id"] == "c42"
+
+
+def test_noise_settings_come_from_ghindex_toml(isolated, run):
+    settings = settings_for(isolated / "work")
+    store_issues(settings, [issue_node(1, title="Crash", comments=[
+        comment_node(11, body="+1"),
+        comment_node(12, body="Coverage report: 93% of lines covered by the suite.",
+                     author={"__typename": "Bot", "login": "codecov"}),
+    ])])  # fmt: skip
+    (isolated / "ghindex.toml").write_text("min_comment_chars = 0\nindex_bots = true\n")
+
+    assert run("build").exit_code == 0
+
+    assert sorted(r["handle"] for r in chunk_rows(settings)) == [
+        "octo/hello#1", "octo/hello#1/comment/11", "octo/hello#1/comment/12"
+    ]  # fmt: skip
+    manifest = json.loads(settings.manifest_path.read_text())
+    assert (manifest["documents"]["min_comment_chars"], manifest["documents"]["index_bots"]) == (
+        0, True
+    )  # fmt: skip

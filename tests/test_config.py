@@ -50,8 +50,8 @@ def test_unknown_keys_are_an_error(isolated):
         load_settings()
     assert str(error.value) == (
         "ghindex.toml: unknown key 'modle' "
-        "(known keys: archived, exclude, forks, graphql_url, include, keep, max_wait, model, "
-        "orgs, repos, store, workdir)"
+        "(known keys: archived, exclude, forks, graphql_url, include, index_bots, keep, "
+        "max_wait, min_comment_chars, model, orgs, repos, store, workdir)"
     )
 
 

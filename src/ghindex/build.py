@@ -77,7 +77,9 @@ def build(
     started = time.perf_counter()
     started_at = datetime.now(UTC)
     chunking = chunking or ChunkSettings()
-    doc_settings = doc_settings or DocumentSettings()
+    doc_settings = doc_settings or DocumentSettings(
+        min_comment_chars=settings.min_comment_chars, index_bots=settings.index_bots
+    )
     model_name = canonical_model_name(model or settings.model)
 
     if not settings.state_path.exists() and not git:

@@ -37,6 +37,8 @@ _ENV_FOR_KEY = {
     "archived": None,
     "forks": None,
     "keep": None,
+    "min_comment_chars": None,
+    "index_bots": None,
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -72,6 +74,8 @@ class Settings:
     repos: tuple[str, ...] = field(default_factory=tuple)
     max_wait: float = DEFAULT_MAX_WAIT
     keep: int = DEFAULT_KEEP
+    min_comment_chars: int = 20  # shorter comments and reviews are not indexed
+    index_bots: bool = False  # index comments and reviews by bot accounts
     orgs: tuple[str, ...] = ()
     select: RepoSelection = field(default_factory=lambda: RepoSelection())
 
@@ -113,6 +117,8 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         repos=tuple(parse_repo(r) for r in repos),
         max_wait=_seconds(pick("max_wait", DEFAULT_MAX_WAIT)),
         keep=_count(pick("keep", DEFAULT_KEEP), "keep"),
+        min_comment_chars=_count(pick("min_comment_chars", 20), "min_comment_chars", minimum=0),
+        index_bots=_flag(pick("index_bots", False), "index_bots"),
         orgs=tuple(_strings(pick("orgs", ()), "orgs")),
         select=RepoSelection(
             include=tuple(_strings(pick("include", ()), "include")),
@@ -142,9 +148,9 @@ def _strings(value: object, key: str) -> list[str]:
     return list(value)
 
 
-def _count(value: object, key: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{key} must be a whole number of at least 1, not {value!r}")
+def _count(value: object, key: str, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{key} must be a whole number of at least {minimum}, not {value!r}")
     return value
 
 
