@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 import warnings
@@ -46,8 +47,15 @@ def parse(args):
 
 
 @pytest.mark.parametrize("line", sorted(set(ghindex_lines(README))))
-def test_every_documented_command_parses(line):
-    parse(shlex.split(line)[1:])
+def test_every_documented_command_parses(line, isolated):
+    args = shlex.split(line)[1:]
+    for flag, value in itertools.pairwise(args):
+        if flag in ("--snapshot", "--git", "--wiki"):  # paths that must exist
+            (isolated / value).mkdir(parents=True, exist_ok=True)
+    if args[0] == "merge":  # its arguments are workdirs that must exist
+        for value in args[1:]:
+            (isolated / value).mkdir(parents=True, exist_ok=True)
+    parse(args)
 
 
 def test_the_readme_documents_every_command():

@@ -170,6 +170,7 @@ def write_manifest(
         if surface:
             cursors[surface] = mark.isoformat() if mark else None
     manifest = {
+        "build_id": uuid.uuid4().hex[:12],
         "format_version": FORMAT_VERSION,
         "ghindex_version": __version__,
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),

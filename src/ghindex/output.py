@@ -86,3 +86,41 @@ def search_text(response: SearchResponse) -> str:
         if hit.snippet:
             lines.append(f"    {hit.snippet}")
     return "\n".join(lines)
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """An item from `ghindex show`, for reading in a terminal."""
+    lines = [f"{item['handle']}  ({item['type']}"
+             + (f", {item['state']}" if item.get("state") else "") + ")"]  # fmt: skip
+    if item.get("title"):
+        lines.append(item["title"])
+    if item.get("url"):
+        lines.append(item["url"])
+    for key in ("labels", "fixed_by", "closes"):
+        if item.get(key):
+            lines.append(f"{key.replace('_', ' ')}: {', '.join(item[key])}")
+    lines.append("")
+    lines.append(_post(item))
+    for comment in item.get("comments", []):
+        lines.append(_post(comment))
+    for review in item.get("reviews", []):
+        lines.append(_post(review, f"review ({review['state'].lower()})"))
+    for thread in item.get("review_threads", []):
+        where = f"{thread['path']}:{thread.get('line') or '?'}"
+        status = ", resolved" if thread.get("resolved") else ""
+        lines.append(f"--- thread on {where}{status}")
+        lines.extend(_post(c) for c in thread["comments"])
+    for changed in item.get("files", []):
+        lines.append(f"--- {changed['status']} {changed['path']}")
+        lines.append(changed["text"])
+    if item.get("truncated"):
+        lines.append(f"[cut at {item['returned_chars']:,} of {item['chars']:,} characters]")
+    return "\n".join(lines)
+
+
+def _post(post: dict[str, Any], what: str = "") -> str:
+    who = post.get("author") or "someone"
+    role = f", {post['author_association'].lower()}" if post.get("author_association") else ""
+    when = f" on {post['created_at'][:10]}" if post.get("created_at") else ""
+    head = f"--- {what + ' by ' if what else ''}{who}{role}{when}"
+    return f"{head}\n{post.get('text') or ''}".rstrip()

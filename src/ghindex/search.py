@@ -28,11 +28,12 @@ from ghindex.embed import Embedder
 from ghindex.errors import GhindexError, IndexUnusable
 
 MODES = ("hybrid", "dense", "sparse")
+SORTS = ("relevance", "updated_desc", "created_desc")
 RRF_K = 60
 RERANK_CANDIDATES = 30
 _COLUMNS = [
     "id", "handle", "entity", "entity_type", "repo", "type", "number", "title", "text", "state",
-    "labels", "author", "author_association", "url", "updated_at", "vector",
+    "labels", "author", "author_association", "url", "updated_at", "created_at", "vector",
 ]  # fmt: skip
 _ISSUE_REF = re.compile(r"^(?:([A-Za-z0-9-]+/[A-Za-z0-9._-]+))?#(\d+)$")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -230,6 +231,36 @@ class Searcher:
         response.results = (exact + ranked)[:k]
         self._annotate(response.results)
         return response
+
+    def scan(
+        self, *, filters: Filters | None = None, k: int = 10, sort: str = "updated_desc"
+    ) -> tuple[SearchResponse, bool]:
+        """Entities matching the filters, newest first: (response, more rows exist)."""
+        if sort not in SORTS[1:]:
+            raise GhindexError(f"a scan sorts by {' or '.join(SORTS[1:])}, not {sort!r}")
+        filters = filters or Filters()
+        response = SearchResponse(query="", mode="scan", k=k, filters=filters.as_dict())
+        response.filters_unmatched = self._unmatched(filters)
+        # one row per entity: the first chunk of its own document (a commit's: of any file)
+        head = "chunk_index = 0 AND (type = entity_type OR entity_type = 'commit')"
+        where = f"{head} AND {filters.where()}" if filters.where() else head
+        column = "updated_at" if sort == "updated_desc" else "created_at"
+        table = self.table.search().where(where).select([c for c in _COLUMNS if c != "vector"])
+        rows = table.limit(None).to_arrow()
+        if rows.num_rows:
+            import pyarrow.compute as pc
+
+            order = pc.sort_indices(
+                rows, sort_keys=[(column, "descending"), ("entity", "ascending")]
+            )
+            rows = rows.take(order)
+        seen: dict[str, dict[str, Any]] = {}
+        for row in rows.to_pylist():
+            seen.setdefault(row["entity"], row)
+        heads = list(seen.values())
+        response.results = [_hit(row, 0.0, None, None) for row in heads[:k]]
+        self._annotate(response.results)
+        return response, len(heads) > k
 
     def nearest(self, entity: str, k: int = 10) -> list[dict[str, Any]]:
         """Entities whose text is closest to `entity`'s (the mean of its chunk vectors)."""

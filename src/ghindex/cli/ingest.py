@@ -165,3 +165,34 @@ def build(
         f"embedded {report.embedded} chunks, {report.from_cache} from the cache "
         f"({report.model}, {report.seconds:.1f}s)"
     )
+
+
+@cli.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--model", metavar="NAME_OR_PATH", help="The model every shard was built with.")
+@json_option
+@click.pass_obj
+def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: bool) -> None:
+    """Combine workdirs built separately (one per shard of repositories) into WORKDIR
+    and build it, reusing the shards' embeddings: nothing is embedded again.
+
+    \b
+    Example:
+      ghindex merge shards/a shards/b shards/c
+    """
+    from ghindex.build import build as run_build
+    from ghindex.embed import canonical_model_name
+    from ghindex.merge import merge as run_merge
+
+    settings = obj.settings(model=model)
+    merged = run_merge(
+        settings.workdir, [Path(s) for s in shards], canonical_model_name(settings.model)
+    )
+    report = run_build(settings, progress=progress(not as_json))
+    if as_json:
+        emit_json({"merged": merged.as_dict(), "built": report.as_dict()})
+        return
+    click.echo(
+        f"merged {len(merged.shards)} shards into {settings.workdir}: {report.chunks} chunks, "
+        f"{report.embedded} embedded, {report.from_cache} from the cache"
+    )

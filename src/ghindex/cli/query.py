@@ -10,7 +10,7 @@ import click
 from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
 from ghindex.config import Settings
 from ghindex.documents import TYPES
-from ghindex.output import emit_json, progress, search_text
+from ghindex.output import emit_json, item_text, progress, search_text
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
@@ -235,3 +235,115 @@ def related(
         emit_json(result.as_dict())
     else:
         click.echo(result.as_text())
+
+
+@cli.command()
+@click.argument("handle")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=200),
+    default=20_000,
+    show_default=True,
+    help="Text budget; longer items are cut and flagged.",
+)
+@snapshot_options
+@json_option
+@click.pass_obj
+def show(
+    obj: Context,
+    handle: str,
+    max_chars: int,
+    snapshot: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """One item in full: an issue with its comments, a pull request with its reviews
+    and review threads, a discussion, a doc, a release, a commit with its diffs.
+
+    \b
+    Examples:
+      ghindex show psf/requests#6240
+      ghindex show psf/requests@1a2b3c4 --json
+    """
+    from ghindex.show import show as load
+    from ghindex.store.state import open_state
+
+    root = snapshot_root(obj, snapshot, store)
+    con = open_state(root / "state.duckdb", read_only=True)
+    try:
+        item = load(con, handle, max_chars=max_chars)
+    finally:
+        con.close()
+    if as_json:
+        emit_json(item)
+    else:
+        click.echo(item_text(item))
+
+
+@cli.command()
+@click.option(
+    "--store",
+    metavar="URL",
+    help="Serve the newest snapshot of this store, re-checked every --sync-interval seconds.",
+)
+@click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="Serve this local snapshot or workdir (default: WORKDIR).",
+)
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--sync-interval",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds between checks of the store for a newer snapshot.",
+)
+@click.pass_obj
+def serve(
+    obj: Context,
+    store: str | None,
+    snapshot: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    sync_interval: float,
+) -> None:
+    """The read-only MCP server: search, fetch, related, context, sql, status.
+
+    Over HTTP on anything but loopback it requires GHINDEX_MCP_TOKEN as a bearer
+    token. Logs go to stderr; stdout belongs to the protocol in stdio mode.
+
+    \b
+    Examples:
+      ghindex serve --store s3://my-bucket/ghindex
+      ghindex serve --snapshot ./snap --transport http --port 8000
+    """
+    import os
+
+    from ghindex.serve import SnapshotHolder, open_snapshot, run
+    from ghindex.serve.server import check_binding
+    from ghindex.snapshot import Store
+
+    if store and snapshot:
+        raise click.UsageError("give --snapshot or --store, not both")
+    token = os.environ.get("GHINDEX_MCP_TOKEN") or None
+    if transport == "http":
+        check_binding(host, token)
+    settings = obj.settings(store=store)
+    if store:
+        holder = SnapshotHolder(
+            store=Store(settings.store), cache=settings.workdir / "serve", interval=sync_interval
+        )
+        holder.sync.store, holder.sync.interval = settings.store, sync_interval
+        holder.start()
+    else:
+        holder = SnapshotHolder(current=open_snapshot(Path(snapshot or settings.workdir)))
+    try:
+        run(holder, transport=transport, host=host, port=port, token=token)
+    finally:
+        holder.stop()

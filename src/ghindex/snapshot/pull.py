@@ -50,7 +50,11 @@ class PullReport:
         return asdict(self)
 
 
-def pull(store: Store, dest: Path, *, snapshot_id: str | None = None) -> PullReport:
+def pull(
+    store: Store, dest: Path, *, snapshot_id: str | None = None, reuse: Path | None = None
+) -> PullReport:
+    """Bring a snapshot into `dest`; pieces found in `dest` (or in `reuse`, another local
+    snapshot) are copied from disk instead of downloaded."""
     started = time.perf_counter()
     ref = latest_ref(store)
     if ref is None and snapshot_id is None:
@@ -79,7 +83,7 @@ def pull(store: Store, dest: Path, *, snapshot_id: str | None = None) -> PullRep
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        local = _local_pieces(dest)
+        local = _local_pieces(reuse if reuse is not None else dest)
         for entry in manifest.files:
             downloaded, reused = _assemble(store, entry, staging / entry.path, local)
             report.bytes_downloaded += downloaded

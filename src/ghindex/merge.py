@@ -1,0 +1,116 @@
+"""`ghindex merge`: combine workdirs built separately (shards of an organisation,
+one job per group of repositories) into one, without embedding anything again.
+
+Every table of each shard's state database is copied into the target's (rows
+are keyed by handle, so a repository present in two shards keeps one copy), and
+each shard's embedding cache joins the target's. The following `build` then
+finds every chunk's vector in the cache: the merged index costs no model calls.
+Shards built with different embedding models are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghindex import index
+from ghindex.errors import IndexUnusable, StateError
+from ghindex.store.state import open_state, transaction
+
+# Tables whose rows are not keyed by one handle column: their primary keys.
+_KEYS = {
+    "repos": ("repo",),
+    "labels": ("repo", "name"),
+    "issue_labels": ("handle", "label"),
+    "assignees": ("handle", "login"),
+    "milestones": ("repo", "number"),
+    "sync_state": ("repo", "surface"),
+    "runs": ("run_id",),
+    "edges": ("src", "dst", "kind", "source_handle", "source_field"),
+}
+_SKIP = {"schema_migrations"}
+
+
+@dataclass
+class MergeReport:
+    shards: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    vectors: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
+    """Copy every shard's state and embedding cache into the workdir `target`."""
+    report = MergeReport()
+    for shard in shards:
+        if not (shard / "state.duckdb").exists():
+            raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")
+        if shard.resolve() == target.resolve():
+            raise StateError(f"{shard} is the target workdir itself")
+    con = open_state(target / "state.duckdb")
+    try:
+        tables = [
+            name
+            for (name,) in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+            ).fetchall()
+            if name not in _SKIP
+        ]
+        for number, shard in enumerate(shards):
+            open_state(shard / "state.duckdb").close()  # bring the shard's schema up to date
+            alias = f"shard{number}"
+            con.execute(f"ATTACH '{_quoted(shard / 'state.duckdb')}' AS {alias} (READ_ONLY)")
+            try:
+                with transaction(con):
+                    for table in tables:
+                        report.rows[table] = report.rows.get(table, 0) + _copy(con, alias, table)
+            finally:
+                con.execute(f"DETACH {alias}")
+            report.shards.append(str(shard))
+    finally:
+        con.close()
+    report.vectors = _merge_caches(target, shards, model)
+    return report
+
+
+def _copy(con, alias: str, table: str) -> int:
+    keys = _KEYS.get(table, ("handle",))
+    match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    con.execute(f"DELETE FROM main.{table} t WHERE EXISTS (SELECT 1 FROM {alias}.{table} s "
+                f"WHERE {match})")  # fmt: skip
+    con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {alias}.{table}")
+    return con.execute(f"SELECT count(*) FROM {alias}.{table}").fetchall()[0][0]
+
+
+def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:
+    import numpy as np
+
+    db = index.connect(target / "lance")
+    added = 0
+    for shard in shards:
+        source = index.connect(shard / "lance")
+        built = index.index_model(source)
+        if built and built[0] != model:
+            raise IndexUnusable(
+                f"{shard} was built with model {built[0]!r}, not {model!r}: build every shard "
+                "with the same --model"
+            )
+        name = index.cache_table(model)
+        if name not in index.table_names(source):
+            continue
+        rows = source.open_table(name).to_arrow()
+        if rows.num_rows == 0:
+            continue
+        flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+        vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
+        index.add_to_cache(db, model, rows.column("content_hash").to_pylist(), vectors)
+        added += rows.num_rows
+    return added
+
+
+def _quoted(path: Path) -> str:
+    return str(path.resolve()).replace("'", "''")

@@ -1,0 +1,7 @@
+"""The read-only MCP server: a snapshot holder that swaps snapshots while serving,
+six query tools, and the stdio and streamable-HTTP transports."""
+
+from ghindex.serve.holder import NoSnapshot, Snapshot, SnapshotHolder, open_snapshot
+from ghindex.serve.server import create_server, run
+
+__all__ = ["NoSnapshot", "Snapshot", "SnapshotHolder", "create_server", "open_snapshot", "run"]

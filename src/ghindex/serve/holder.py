@@ -1,0 +1,177 @@
+"""The snapshot a server answers from, and how it is replaced while serving.
+
+`SnapshotHolder.use()` hands a request the current snapshot and counts it as in
+use. A sync pulls a newer snapshot into a directory of its own (verifying it, and
+copying unchanged pieces from the current one), opens it, and swaps the holder's
+reference: requests already running finish on the old snapshot, new requests see
+the new one, and the old directory is removed once its last request is done. A
+failed sync changes nothing and is reported by `status`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ghindex.errors import GhindexError
+from ghindex.search import Searcher
+
+log = logging.getLogger(__name__)
+
+
+class NoSnapshot(GhindexError):
+    """The server has no snapshot to answer from yet."""
+
+
+@dataclass
+class Snapshot:
+    root: Path
+    manifest: dict[str, Any]
+    searcher: Searcher
+    users: int = 0
+    retired: bool = False
+
+    @property
+    def snapshot_id(self) -> str | None:
+        """The published snapshot's id; for a local build not yet published, `local-<build>`."""
+        if self.manifest.get("snapshot_id"):
+            return self.manifest["snapshot_id"]
+        build = self.manifest.get("build_id")
+        return f"local-{build}" if build else None
+
+    @property
+    def created_at(self) -> str | None:
+        return self.manifest.get("created_at") or self.manifest.get("built_at")
+
+    def age_seconds(self) -> int | None:
+        if not self.created_at:
+            return None
+        moment = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
+        return int((datetime.now(UTC) - moment).total_seconds())
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / "state.duckdb"
+
+
+def open_snapshot(root: Path) -> Snapshot:
+    manifest_path = root / "manifest.json"
+    if not manifest_path.exists():
+        raise NoSnapshot(f"no snapshot in {root}: run `ghindex build` or `ghindex pull` first")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    return Snapshot(root, manifest, Searcher(root / "lance"))
+
+
+@dataclass
+class SyncState:
+    store: str | None = None
+    interval: float | None = None
+    last_attempt: str | None = None
+    last_success: str | None = None
+    last_error: str | None = None
+    syncs: int = 0
+
+
+@dataclass
+class SnapshotHolder:
+    """The current snapshot, safe to replace while requests use it."""
+
+    current: Snapshot | None = None
+    store: Any = None  # ghindex.snapshot.Store, when syncing
+    cache: Path | None = None  # where synced snapshots live, one directory each
+    interval: float = 300.0
+    sync: SyncState = field(default_factory=SyncState)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Snapshot]:
+        with self._lock:
+            snapshot = self.current
+            if snapshot is None:
+                raise NoSnapshot(self._empty_reason())
+            snapshot.users += 1
+        try:
+            yield snapshot
+        finally:
+            with self._lock:
+                snapshot.users -= 1
+                done = snapshot.retired and snapshot.users == 0
+            if done:
+                self._remove(snapshot)
+
+    def replace(self, snapshot: Snapshot) -> None:
+        """Make `snapshot` the current one; retire the previous one."""
+        with self._lock:
+            old, self.current = self.current, snapshot
+            if old is None:
+                return
+            old.retired = True
+            idle = old.users == 0
+        if idle:
+            self._remove(old)
+
+    def sync_once(self) -> bool:
+        """Pull the store's latest snapshot if it is new; True when it was swapped in."""
+        from ghindex.snapshot import pull
+        from ghindex.snapshot.refs import latest_ref
+
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        self.sync.last_attempt = now
+        try:
+            ref = latest_ref(self.store)
+            current = self.current.manifest.get("snapshot_id") if self.current else None
+            if ref is None or current == ref.snapshot_id:
+                self.sync.last_success, self.sync.last_error = now, None
+                return False
+            assert self.cache is not None
+            target = self.cache / ref.snapshot_id
+            reuse = self.current.root if self.current else None
+            pull(self.store, target, snapshot_id=ref.snapshot_id, reuse=reuse)
+            self.replace(open_snapshot(target))
+        except Exception as exc:  # a failed sync must never stop serving
+            self.sync.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.warning("sync failed, still serving %s: %s", self._current_id(), exc)
+            return False
+        self.sync.last_success, self.sync.last_error = now, None
+        self.sync.syncs += 1
+        log.warning("now serving snapshot %s", ref.snapshot_id)
+        return True
+
+    def start(self) -> None:
+        """Sync now, then every `interval` seconds in a background thread."""
+        self.sync_once()
+        self._thread = threading.Thread(target=self._loop, name="ghindex-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sync_once()
+
+    def _remove(self, snapshot: Snapshot) -> None:
+        if self.cache is not None and snapshot.root.parent == self.cache:
+            shutil.rmtree(snapshot.root, ignore_errors=True)
+
+    def _current_id(self) -> str | None:
+        return self.current.snapshot_id if self.current else None
+
+    def _empty_reason(self) -> str:
+        if self.sync.last_error:
+            return f"no snapshot yet: the last sync failed ({self.sync.last_error})"
+        if self.store is not None:
+            return "no snapshot yet: the store holds none; publish one, the server picks it up"
+        return "no snapshot to serve"

@@ -1,0 +1,330 @@
+"""The six MCP tools as plain query functions over one snapshot.
+
+Each takes typed arguments (validated by the server from `server.py`'s signatures)
+and returns a compact dict. Nothing here writes anywhere: the state database is
+opened read-only, and `sql` runs with external access and extensions disabled.
+"""
+
+from __future__ import annotations
+
+import decimal
+import threading
+import time
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+import duckdb
+
+from ghindex.errors import GhindexError
+from ghindex.search import Filters, Hit, SearchResponse
+from ghindex.serve.holder import Snapshot, SnapshotHolder
+
+MAX_TOP_K = 50
+MAX_HANDLES = 50
+SQL_MAX_ROWS = 1000
+SQL_TIMEOUT = 10.0
+
+
+def envelope(snapshot: Snapshot, body: dict[str, Any]) -> dict[str, Any]:
+    """Every answer says which snapshot it comes from and how old that is."""
+    return {"snapshot_id": snapshot.snapshot_id, "snapshot_age_seconds": snapshot.age_seconds(),
+            **body}  # fmt: skip
+
+
+def filters(
+    repo: str | None = None,
+    type: str | None = None,
+    state: str | None = None,
+    labels: list[str] | None = None,
+    author: str | None = None,
+    assignee: str | None = None,
+    milestone: str | None = None,
+    path_prefix: str | None = None,
+    since: date | datetime | None = None,
+    until: date | datetime | None = None,
+) -> Filters:
+    return Filters(
+        repos=(repo,) if repo else (),
+        types=(type,) if type else (),
+        states=(state,) if state else (),
+        labels=tuple(labels or ()),
+        authors=(author,) if author else (),
+        assignees=(assignee,) if assignee else (),
+        milestones=(milestone,) if milestone else (),
+        path_prefix=path_prefix or None,
+        since=_moment(since),
+        until=_moment(until),
+    )
+
+
+def search(
+    snapshot: Snapshot,
+    query: str | None,
+    chosen: Filters,
+    *,
+    top_k: int = 10,
+    mode: str = "hybrid",
+    rerank: bool = False,
+    sort: str = "relevance",
+    graph_expand: bool = False,
+    graph_hops: int = 1,
+) -> dict[str, Any]:
+    searcher = snapshot.searcher
+    truncated = False
+    if query is None or not query.strip():
+        response, truncated = searcher.scan(
+            filters=chosen, k=top_k, sort="updated_desc" if sort == "relevance" else sort
+        )
+    else:
+        response = searcher.search(query, filters=chosen, k=top_k, mode=mode, rerank=rerank)
+        if sort != "relevance":
+            key = "updated_at" if sort == "updated_desc" else "created_at"
+            response.results.sort(key=lambda h: getattr(h, key, None) or "", reverse=True)
+    body: dict[str, Any] = {
+        "mode": response.mode,
+        "results": [_result(h, reranked=rerank) for h in response.results],
+        "filters_unmatched": response.filters_unmatched,
+        "truncated": truncated,
+    }
+    if response.notes:
+        body["notes"] = response.notes
+    if graph_expand:
+        body["graph_results"] = _expand(snapshot, response, graph_hops)
+    return envelope(snapshot, body)
+
+
+def fetch(snapshot: Snapshot, handles: list[str], max_chars: int) -> dict[str, Any]:
+    from ghindex.graph import UnknownHandle
+    from ghindex.show import show
+
+    found, missing = [], []
+    con = _state(snapshot)
+    try:
+        for handle in handles:
+            try:
+                found.append(show(con, handle, max_chars=max_chars))
+            except UnknownHandle:
+                missing.append(handle)
+    finally:
+        con.close()
+    return envelope(snapshot, {"items": found, "not_found": missing})
+
+
+def related(snapshot: Snapshot, handle: str, hops: int) -> dict[str, Any]:
+    from ghindex.graph import related as find_related
+
+    con = _state(snapshot)
+    try:
+        result = find_related(con, handle, hops=hops, nearest_items=snapshot.searcher.nearest)
+    finally:
+        con.close()
+    return envelope(snapshot, result.as_dict())
+
+
+def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int) -> dict[str, Any]:
+    """The most relevant passages that fit `max_tokens`, each with its citation."""
+    response = snapshot.searcher.search(question, filters=chosen, k=20, mode="hybrid")
+    passages, used = [], 0
+    for hit in response.results:
+        text = getattr(hit, "_text", "") or hit.snippet
+        cost = _tokens(text) + 30  # the citation fields cost a little too
+        if used + cost > max_tokens:
+            if not passages and max_tokens > 60:  # always give the best one, cut to fit
+                text = text[: (max_tokens - 40) * 4]
+                cost = _tokens(text) + 30
+            else:
+                continue
+        passages.append(
+            {
+                "handle": hit.entity,
+                "matched": hit.handle,
+                "type": hit.entity_type,
+                "title": hit.title,
+                "url": hit.url,
+                "state": hit.state,
+                "author": hit.author,
+                "author_association": hit.author_association,
+                "text": text,
+            }
+        )
+        used += cost
+    body: dict[str, Any] = {"question": question, "passages": passages, "tokens": used}
+    body["filters_unmatched"] = response.filters_unmatched
+    if not passages:
+        body["note"] = (
+            "nothing in the snapshot matches this question: say that no source was found "
+            "instead of answering from memory"
+        )
+    elif not any(h.dense_rank and h.sparse_rank for h in response.results[: len(passages)]):
+        body["note"] = (
+            "no passage matched by both meaning and wording: treat these as weak leads and "
+            "check them before relying on them"
+        )
+    return envelope(snapshot, body)
+
+
+def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT) -> dict:
+    """One read-only statement over the state database, with row and time limits."""
+    con = duckdb.connect(
+        str(snapshot.state_path),
+        read_only=True,
+        config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "allow_community_extensions": False,
+        },
+    )
+    try:
+        con.execute("SET lock_configuration = true")
+        statements = con.extract_statements(query)
+        if len(statements) != 1:
+            raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
+        timer = threading.Timer(timeout, con.interrupt)
+        started = time.perf_counter()
+        timer.start()
+        try:
+            cursor = con.execute(query)
+            columns = [d[0] for d in cursor.description or []]
+            rows = cursor.fetchmany(max_rows + 1)
+        except duckdb.InterruptException:
+            raise GhindexError(
+                f"query: stopped after the {timeout:g} s time limit; narrow it down"
+            ) from None
+        except duckdb.Error as exc:
+            raise GhindexError(f"query: {str(exc).splitlines()[0]}") from None
+        finally:
+            timer.cancel()
+    finally:
+        con.close()
+    return envelope(
+        snapshot,
+        {
+            "columns": columns,
+            "rows": [[_plain(v) for v in row] for row in rows[:max_rows]],
+            "row_count": min(len(rows), max_rows),
+            "truncated": len(rows) > max_rows,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        },
+    )
+
+
+def status(holder: SnapshotHolder) -> dict[str, Any]:
+    snapshot = holder.current
+    sync = {k: v for k, v in vars(holder.sync).items() if v is not None}
+    if snapshot is None:
+        return {
+            "snapshot_id": None,
+            "snapshot_age_seconds": None,
+            "status": holder._empty_reason(),
+            "sync": sync,
+        }
+    manifest = snapshot.manifest
+    return envelope(
+        snapshot,
+        {
+            "status": "serving",
+            "created_at": manifest.get("created_at"),
+            "built_at": manifest.get("built_at"),
+            "repos": manifest.get("repos", {}),
+            "counts": manifest.get("counts", {}),
+            "model": manifest.get("model"),
+            "sync": sync,
+        },
+    )
+
+
+def _result(hit: Hit, *, reranked: bool) -> dict[str, Any]:
+    result = {
+        "handle": hit.entity,
+        "type": hit.entity_type,
+        "repo": hit.repo,
+        "number": hit.number,
+        "title": hit.title,
+        "state": hit.state,
+        "url": hit.url,
+        "updated_at": hit.updated_at,
+        "snippet": hit.snippet,
+        "score": hit.score,
+        "dense_rank": hit.dense_rank,
+        "sparse_rank": hit.sparse_rank,
+    }
+    if hit.handle != hit.entity:
+        result["matched"] = {"handle": hit.handle, "type": hit.type}
+    result["author"] = hit.author
+    result["author_association"] = hit.author_association
+    if reranked and hit.rerank_score is not None:
+        result["rerank_score"] = hit.rerank_score
+    if hit.exact:
+        result["exact"] = True
+    if hit.same_entity:
+        result["same_entity"] = [vars(r) for r in hit.same_entity]
+    if hit.fixed_by:
+        result["fixed_by"] = hit.fixed_by
+    if hit.closes:
+        result["closes"] = hit.closes
+    return result
+
+
+def _expand(snapshot: Snapshot, response: SearchResponse, hops: int) -> list[dict[str, Any]]:
+    from ghindex.graph import UnknownHandle, neighbours
+
+    shown = {h.entity for h in response.results}
+    found: dict[str, dict[str, Any]] = {}
+    con = _state(snapshot)
+    try:
+        for hit in response.results:
+            try:
+                near = neighbours(con, hit.entity, hops=hops)
+            except UnknownHandle:
+                continue
+            for n in near:
+                if n.handle in shown or n.handle in found:
+                    continue
+                found[n.handle] = {
+                    "handle": n.handle,
+                    "type": n.type,
+                    "title": n.title,
+                    "url": n.url,
+                    "hop": n.hop,
+                    "from": hit.entity if n.hop == 1 else n.via,
+                    "kind": n.kind,
+                    "direction": n.direction,
+                }
+    finally:
+        con.close()
+    return list(found.values())
+
+
+def _state(snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(snapshot.state_path), read_only=True)
+
+
+def _tokens(text: str) -> int:
+    """Tokens an LLM will count, roughly: four characters each."""
+    return (len(text) + 3) // 4
+
+
+def _moment(value: date | datetime | None) -> datetime | None:
+    from datetime import UTC
+
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID | bytes):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
