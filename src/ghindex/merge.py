@@ -56,7 +56,8 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
         tables = [
             name
             for (name,) in con.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
             ).fetchall()
             if name not in _SKIP
         ]

@@ -10,6 +10,7 @@ write: the state is opened read-only and `sql` runs with external access off.
 from __future__ import annotations
 
 import functools
+import inspect
 import ipaddress
 import logging
 from collections.abc import Callable
@@ -90,6 +91,7 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
             except GhindexError as exc:
                 raise ToolError(str(exc)) from None
 
+        run.__doc__ = inspect.cleandoc(call.__doc__ or "")  # the description agents read
         return run
 
     @server.tool(annotations=READ_ONLY)

@@ -7,16 +7,11 @@ opened read-only, and `sql` runs with external access and extensions disabled.
 
 from __future__ import annotations
 
-import decimal
-import threading
-import time
-import uuid
 from datetime import date, datetime
 from typing import Any
 
 import duckdb
 
-from ghindex.errors import GhindexError
 from ghindex.search import Filters, Hit, SearchResponse
 from ghindex.serve.holder import Snapshot, SnapshotHolder
 
@@ -78,9 +73,11 @@ def search(
         )
     else:
         response = searcher.search(query, filters=chosen, k=top_k, mode=mode, rerank=rerank)
-        if sort != "relevance":
-            key = "updated_at" if sort == "updated_desc" else "created_at"
-            response.results.sort(key=lambda h: getattr(h, key, None) or "", reverse=True)
+        if sort == "updated_desc":
+            response.results.sort(key=lambda h: h.updated_at or "", reverse=True)
+        elif sort == "created_desc":  # a hit carries no creation time: look its item up
+            created = _created(snapshot, [h.entity for h in response.results])
+            response.results.sort(key=lambda h: created.get(h.entity, ""), reverse=True)
     body: dict[str, Any] = {
         "mode": response.mode,
         "results": [_result(h, reranked=rerank) for h in response.results],
@@ -166,46 +163,17 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
 
 def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT) -> dict:
     """One read-only statement over the state database, with row and time limits."""
-    con = duckdb.connect(
-        str(snapshot.state_path),
-        read_only=True,
-        config={
-            "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "allow_community_extensions": False,
-        },
-    )
-    try:
-        con.execute("SET lock_configuration = true")
-        statements = con.extract_statements(query)
-        if len(statements) != 1:
-            raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
-        timer = threading.Timer(timeout, con.interrupt)
-        started = time.perf_counter()
-        timer.start()
-        try:
-            cursor = con.execute(query)
-            columns = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(max_rows + 1)
-        except duckdb.InterruptException:
-            raise GhindexError(
-                f"query: stopped after the {timeout:g} s time limit; narrow it down"
-            ) from None
-        except duckdb.Error as exc:
-            raise GhindexError(f"query: {str(exc).splitlines()[0]}") from None
-        finally:
-            timer.cancel()
-    finally:
-        con.close()
+    from ghindex.sqlquery import run
+
+    result = run(snapshot.state_path, query, max_rows, timeout)
     return envelope(
         snapshot,
         {
-            "columns": columns,
-            "rows": [[_plain(v) for v in row] for row in rows[:max_rows]],
-            "row_count": min(len(rows), max_rows),
-            "truncated": len(rows) > max_rows,
-            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+            "columns": result.columns,
+            "rows": result.rows,
+            "row_count": len(result.rows),
+            "truncated": result.truncated,
+            "elapsed_ms": result.elapsed_ms,
         },
     )
 
@@ -213,6 +181,10 @@ def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIME
 def status(holder: SnapshotHolder) -> dict[str, Any]:
     snapshot = holder.current
     sync = {k: v for k, v in vars(holder.sync).items() if v is not None}
+    if "store" in sync:  # as messages show it: no user, password or query string
+        from ghindex.snapshot.stores import shown
+
+        sync["store"] = shown(sync["store"])
     if snapshot is None:
         return {
             "snapshot_id": None,
@@ -297,6 +269,18 @@ def _expand(snapshot: Snapshot, response: SearchResponse, hops: int) -> list[dic
     return list(found.values())
 
 
+def _created(snapshot: Snapshot, entities: list[str]) -> dict[str, str]:
+    """When each item was created: its own first chunk's `created_at`, as a scan sorts."""
+    if not entities:
+        return {}
+    listed = ", ".join("'" + e.replace("'", "''") + "'" for e in entities)
+    where = (f"entity IN ({listed}) AND chunk_index = 0 "
+             "AND (type = entity_type OR entity_type = 'commit')")  # fmt: skip
+    rows = snapshot.searcher.table.search().where(where).select(["entity", "created_at"])
+    return {r["entity"]: r["created_at"].isoformat() for r in rows.limit(None).to_list()
+            if r["created_at"] is not None}  # fmt: skip
+
+
 def _state(snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(str(snapshot.state_path), read_only=True)
 
@@ -314,17 +298,3 @@ def _moment(value: date | datetime | None) -> datetime | None:
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID | bytes):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value

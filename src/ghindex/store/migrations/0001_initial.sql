@@ -3,6 +3,7 @@
 -- ('owner/name'). Times are TIMESTAMPTZ. Rows are upserted by handle, so running
 -- the same fetch twice leaves the same rows.
 
+-- Repositories ghindex fetched, with what GitHub says about them.
 CREATE TABLE repos (
     repo            VARCHAR PRIMARY KEY,      -- 'owner/name', as GitHub spells it
     handle          VARCHAR NOT NULL,         -- same as repo
@@ -21,6 +22,7 @@ CREATE TABLE repos (
     fetched_at      TIMESTAMPTZ NOT NULL
 );
 
+-- Issues (not pull requests), one row each, as last fetched.
 CREATE TABLE issues (
     handle              VARCHAR PRIMARY KEY,  -- 'owner/name#123'
     repo                VARCHAR NOT NULL,
@@ -45,6 +47,7 @@ CREATE TABLE issues (
     fetched_at          TIMESTAMPTZ NOT NULL
 );
 
+-- Pull requests, one row each, as last fetched.
 CREATE TABLE pull_requests (
     handle              VARCHAR PRIMARY KEY,  -- 'owner/name#123'
     repo                VARCHAR NOT NULL,
@@ -101,6 +104,7 @@ CREATE TABLE assignees (
     PRIMARY KEY (handle, login)
 );
 
+-- Milestones, as last seen on an item.
 CREATE TABLE milestones (
     repo    VARCHAR NOT NULL,
     number  INTEGER NOT NULL,

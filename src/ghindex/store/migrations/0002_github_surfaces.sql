@@ -84,6 +84,7 @@ CREATE TABLE review_comments (
     fetched_at          TIMESTAMPTZ NOT NULL
 );
 
+-- Releases, newest state; a release deleted on GitHub leaves on the next fetch.
 CREATE TABLE releases (
     handle          VARCHAR PRIMARY KEY,      -- 'owner/name@release/<tag>'
     repo            VARCHAR NOT NULL,
@@ -104,6 +105,7 @@ CREATE TABLE releases (
     fetched_at      TIMESTAMPTZ NOT NULL
 );
 
+-- Discussions, one row each; their comments and replies are in `comments`.
 CREATE TABLE discussions (
     handle              VARCHAR PRIMARY KEY,  -- 'owner/name#12'
     repo                VARCHAR NOT NULL,
@@ -134,8 +136,7 @@ CREATE TABLE discussions (
 
 -- The reference graph, raw: one row per link seen, with where it was seen.
 -- Both ends are handles; the other end may belong to a repository that is not
--- indexed. Kinds: closes, cross_references, connected, disconnected,
--- duplicate_of, sub_issue_of, references_commit, mentions, commit_in_pr, links_to.
+-- indexed. Kinds: see "Edge kinds" in docs/schema.md.
 CREATE TABLE edges (
     src             VARCHAR NOT NULL,
     dst             VARCHAR NOT NULL,

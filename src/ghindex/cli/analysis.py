@@ -1,0 +1,133 @@
+"""Commands for people analysing a snapshot: sql, export, report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import click
+
+from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
+
+
+@cli.command()
+@click.argument("query", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+)
+@click.option("--max-rows", type=click.IntRange(min=1), default=10_000, show_default=True)
+@snapshot_options
+@json_option
+@click.pass_obj
+def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str | None,
+        store: str | None, as_json: bool) -> None:  # fmt: skip
+    """Run one read-only SQL statement (DuckDB) over the snapshot's state database.
+
+    Without a query, prints how to open the database in the duckdb shell. Files,
+    network and extensions are off; tables and views are listed in docs/schema.md.
+
+    \b
+    Examples:
+      ghindex sql "SELECT repo, count(*) FROM issues GROUP BY ALL"
+      ghindex sql "SELECT * FROM open_prs_awaiting_review" --format markdown
+    """
+    from ghindex.sqlquery import run
+
+    root = snapshot_root(obj, snapshot, store)
+    state = root / "state.duckdb"
+    if not query:
+        click.echo(f"duckdb -readonly {state}")
+        click.echo("(the duckdb shell: https://duckdb.org/docs/installation; "
+                   "tables and views: docs/schema.md)", err=True)  # fmt: skip
+        return
+    result = run(state, query, max_rows)
+    if as_json or fmt == "json":
+        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        click.echo(json.dumps({"columns": result.columns, "rows": rows,
+                               "truncated": result.truncated}, indent=2, default=str))  # fmt: skip
+    elif fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+        click.echo(out.getvalue(), nl=False)
+    else:
+        click.echo(_grid(result.columns, result.rows, markdown=fmt == "markdown"))
+    if result.truncated:
+        click.echo(f"(cut at {max_rows} rows: raise --max-rows)", err=True)
+
+
+@cli.command()
+@click.argument("dest", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
+              show_default=True)  # fmt: skip
+@snapshot_options
+@json_option
+@click.pass_obj
+def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str | None,
+           as_json: bool) -> None:  # fmt: skip
+    """Write every table and view as Parquet, one per table (partitioned by repo when
+    the snapshot holds several repositories), for pandas, Polars, Spark or DuckDB.
+
+    \b
+    Example:
+      ghindex export --format parquet ./parquet
+    """
+    from ghindex.export import export as run_export
+
+    root = snapshot_root(obj, snapshot, store)
+    report = run_export(root / "state.duckdb", Path(dest))
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    layout = "partitioned by repo" if report.partitioned else "one file each"
+    click.echo(f"wrote {len(report.tables)} tables and views to {dest} ({layout})")
+
+
+@cli.command()
+@click.option("--out", type=click.Path(dir_okay=False), default="report.html", show_default=True)
+@snapshot_options
+@click.pass_obj
+def report(obj: Context, out: str, snapshot: str | None, store: str | None) -> None:
+    """Write a self-contained HTML page with charts: issue and pull request flow,
+    time to close, time to first response, review latency, who reviews.
+
+    \b
+    Example:
+      ghindex report --out report.html
+    """
+    from ghindex.report import render
+
+    root = snapshot_root(obj, snapshot, store)
+    Path(out).write_text(render(root / "state.duckdb"), encoding="utf-8")
+    click.echo(out)
+
+
+def _grid(columns: list[str], rows: list[list], *, markdown: bool) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+
+    def line(values):
+        padded = [v.ljust(w) for v, w in zip(values, widths, strict=True)]
+        return ("| " + " | ".join(padded) + " |") if markdown else "  ".join(padded).rstrip()
+
+    rule = (
+        ("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        if markdown
+        else "  ".join("-" * w for w in widths)
+    )
+    return "\n".join([line(columns), rule, *(line(r) for r in cells)])
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, default=str)
+    return str(value).replace("\n", " ")

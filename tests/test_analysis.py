@@ -1,0 +1,253 @@
+"""Offline analysis: views with known answers, SQL from the CLI, Parquet export,
+the HTML report (rendered in headless Chromium), the Python API, and the docs'
+own queries and schema reference."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from github_server import (
+    comment_node,
+    format_time,
+    issue_node,
+    parse_time,
+    pull_request_node,
+    ref,
+    review_node,
+)
+from state import rows
+
+from ghindex import schema_doc
+from ghindex.config import DEFAULT_MODEL, Settings
+from ghindex.demo import load_sample
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = parse_time("2024-03-04T10:00:00Z")  # a Monday
+
+
+def at(hours: float) -> str:
+    return format_time(T0 + timedelta(hours=hours))
+
+
+@pytest.fixture
+def known(github, run, isolated):
+    """A repository whose answers are known, fetched through the real path."""
+    ana = {"__typename": "User", "login": "ana"}
+    bob = {"__typename": "User", "login": "bob"}
+    bot = {"__typename": "Bot", "login": "ci-bot"}
+    github.add_repo(
+        "octo/metrics",
+        issues=[
+            issue_node(1, repo="octo/metrics", title="Crash", author=ana, state="CLOSED",
+                       createdAt=at(0), closedAt=at(10), updatedAt=at(10),
+                       labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]},
+                       comments=[comment_node(11, author=ana, createdAt=at(1), updatedAt=at(1)),
+                                 comment_node(12, author=bot, createdAt=at(1.5),
+                                              updatedAt=at(1.5)),
+                                 comment_node(13, author=bob, createdAt=at(2), updatedAt=at(2))]),
+            issue_node(2, repo="octo/metrics", title="Old idea", author=bob, createdAt=at(-5000),
+                       updatedAt=at(-5000)),
+            issue_node(3, repo="octo/metrics", title="Fresh", author=bob, createdAt=at(200),
+                       updatedAt=format_time(parse_time(at(0)) + timedelta(days=3650)),
+                       labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]}),
+        ],
+        pull_requests=[
+            pull_request_node(4, repo="octo/metrics", title="Fix the crash", author=bob,
+                              state="MERGED", merged=True, createdAt=at(3), mergedAt=at(27),
+                              closedAt=at(27), updatedAt=at(27),
+                              closingIssuesReferences=[ref("octo/metrics", 1)],
+                              reviews=[review_node(41, "COMMENTED", author=bob,
+                                                   submittedAt=at(4), createdAt=at(4),
+                                                   updatedAt=at(4)),
+                                       review_node(42, "APPROVED", author=ana,
+                                                   submittedAt=at(8), createdAt=at(8),
+                                                   updatedAt=at(8))]),
+            pull_request_node(5, repo="octo/metrics", title="Waiting", author=ana,
+                              createdAt=at(30), updatedAt=at(30)),
+            pull_request_node(6, repo="octo/metrics", title="Draft", author=ana, isDraft=True,
+                              createdAt=at(31), updatedAt=at(31)),
+        ],
+    )  # fmt: skip
+    assert run("fetch", "--repo", "octo/metrics").exit_code == 0
+    return isolated / "work"
+
+
+def test_views_give_the_known_answers(known):
+    assert rows(known, "SELECT number, hours_to_first_response, hours_to_close "
+                       "FROM issue_response_times ORDER BY number") == [
+        (1, 2.0, 10.0), (2, None, None), (3, None, None),
+    ]  # fmt: skip
+    assert rows(known, "SELECT number, hours_to_first_review, hours_to_merge "
+                       "FROM pr_review_times ORDER BY number") == [
+        (4, 5.0, 24.0), (5, None, None), (6, None, None),
+    ]  # fmt: skip
+    assert rows(known, "SELECT number FROM open_prs_awaiting_review") == [(5,)]
+    assert rows(known, "SELECT number FROM stale_issues") == [(2,)]
+    assert rows(known, "SELECT label, open_issues, closed_issues, open_prs, closed_prs, total "
+                       "FROM label_distribution") == [("bug", 1, 1, 0, 0, 2)]  # fmt: skip
+    assert rows(known, "SELECT author, comments, threads FROM top_commenters ORDER BY 1") == [
+        ("ana", 1, 1), ("bob", 1, 1),
+    ]  # fmt: skip
+    assert rows(known, "SELECT author, reviews, approvals FROM top_reviewers ORDER BY 1") == [
+        ("ana", 1, 1), ("bob", 1, 0),
+    ]  # fmt: skip
+    assert rows(known, "SELECT issue, closed_by, closer_type FROM issues_closed_by") == [
+        ("octo/metrics#1", "octo/metrics#4", "pull_request"),
+    ]  # fmt: skip
+    week = rows(known, "SELECT issues_opened, issues_closed, prs_opened, prs_merged, comments "
+                       "FROM weekly_activity WHERE week = DATE '2024-03-04'")  # fmt: skip
+    assert week == [(1, 1, 3, 1, 3)]
+
+
+def test_sql_command_formats_and_stays_read_only(known, run):
+    query = "SELECT number, title FROM issues WHERE number < 3 ORDER BY number"
+
+    table = run("sql", query)
+    assert table.stdout == "number  title\n------  --------\n1       Crash\n2       Old idea\n"
+    markdown = run("sql", query, "--format", "markdown")
+    assert markdown.stdout.splitlines()[:2] == ["| number | title    |", "|--------|----------|"]
+    assert run("sql", query, "--format", "csv").stdout == "number,title\n1,Crash\n2,Old idea\n"
+    as_json = json.loads(run("sql", query, "--json").stdout)
+    assert as_json["rows"] == [{"number": 1, "title": "Crash"}, {"number": 2, "title": "Old idea"}]
+
+    for statement in ("DELETE FROM issues", "SELECT * FROM read_csv('/etc/passwd')",
+                      "COPY issues TO 'stolen.csv'"):  # fmt: skip
+        refused = run("sql", statement)
+        assert refused.exit_code == 1
+        assert refused.stderr.startswith("Error: query: ")
+    assert not Path("stolen.csv").exists()
+    assert rows(known, "SELECT count(*) FROM issues") == [(3,)]
+    hint = run("sql")
+    assert hint.stdout == f"duckdb -readonly {known / 'state.duckdb'}\n"
+
+
+def test_export_round_trips_rows_and_types(known, run, isolated):
+    result = run("export", "--format", "parquet", str(isolated / "parquet"), "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["partitioned"] is False  # one repository: one file per table
+    con = duckdb.connect(str(known / "state.duckdb"), read_only=True)
+    try:
+        for table, count in report["tables"].items():
+            path = isolated / "parquet" / f"{table}.parquet"
+            back = duckdb.sql(f"SELECT * FROM read_parquet('{path}')")
+            original = con.sql(f"SELECT * FROM {table}")
+            assert back.count("*").fetchall()[0][0] == count
+            assert [str(t) for t in back.types] == [str(t) for t in original.types], table
+    finally:
+        con.close()
+    assert {"issues", "edges", "weekly_activity", "issues_closed_by"} <= set(report["tables"])
+
+
+def test_export_partitions_by_repo_when_there_are_several(isolated):
+    from ghindex.export import export
+
+    settings = Settings(workdir=isolated / "sample", graphql_url="", model=DEFAULT_MODEL)
+    load_sample(settings)
+
+    report = export(settings.state_path, isolated / "parquet")
+
+    assert report.partitioned
+    back = duckdb.sql(
+        f"SELECT repo, count(*) FROM read_parquet('{isolated}/parquet/issues/*/*.parquet', "
+        "hive_partitioning = true) GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert back == rows(
+        settings.workdir, "SELECT repo, count(*) FROM issues GROUP BY ALL ORDER BY ALL"
+    )
+    assert (isolated / "parquet" / "issues" / "repo=betamaxpy%2Fbetamax").is_dir()
+
+
+@pytest.fixture(scope="module")
+def sample_state(tmp_path_factory):
+    """The bundled sample's state (no index needed for SQL)."""
+    settings = Settings(workdir=tmp_path_factory.mktemp("analysis"), graphql_url="",
+                        model=DEFAULT_MODEL)  # fmt: skip
+    load_sample(settings)
+    return settings.state_path
+
+
+def sql_blocks(text: str) -> list[str]:
+    return re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+
+
+def test_every_query_in_docs_analysis_runs_on_the_sample(sample_state):
+    blocks = [b for b in sql_blocks((ROOT / "docs" / "analysis.md").read_text())
+              if "read_parquet" not in b]  # fmt: skip
+    assert len(blocks) >= 11  # ten analyses and the graph walk
+    con = duckdb.connect(str(sample_state), read_only=True)
+    try:
+        answered = [con.sql(block).fetchall() for block in blocks]
+    finally:
+        con.close()
+    assert sum(1 for found in answered if found) >= 8
+
+
+def test_schema_reference_is_generated_from_the_ddl():
+    expected = schema_doc.render()
+    assert (ROOT / "docs" / "schema.md").read_text() == expected, (
+        "run `python -m ghindex.schema_doc > docs/schema.md`"
+    )
+    for line in expected.splitlines():
+        if line.startswith("| `") and line.count("|") == 4:
+            assert not line.endswith("|  |"), f"column without a meaning: {line}"
+
+
+def test_the_python_api(sample_state, tmp_path):
+    import ghindex.api as gh
+
+    root = sample_state.parent
+    (root / "manifest.json").write_text('{"build_id": "test"}')
+    snap = gh.open(root)
+    try:
+        assert snap.sql("SELECT count(*) FROM issues").fetchall() == [(223,)]
+        item = snap.fetch("betamaxpy/betamax#52")
+        assert (item["title"], item["type"]) == ("Make cassettes thread-safe", "issue")
+        assert snap.related("sigmavirus24/github3.py#819")["resolved"] == (
+            "sigmavirus24/github3.py#819"
+        )
+    finally:
+        snap.close()
+    with pytest.raises(Exception, match="no snapshot in"):
+        gh.open(tmp_path / "nothing")
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
+    out = tmp_path / "report.html"
+    result = run("report", "--out", str(out), "--snapshot", str(sample_state.parent))
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert page.count("<svg") == 4
+    assert "http://" not in page and "https://" not in page.replace("https://github.com/", "")
+    for title in ("Issue and pull request flow", "Time to close an issue",
+                  "Pull request review latency"):  # fmt: skip
+        assert title in page
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium package is not installed (.ci/run installs it)")
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,1400",
+         f"--screenshot={shot}", out.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert png_size(shot) == (900, 1400)
+    assert shot.stat().st_size > 20_000  # a blank page compresses to a few KB
