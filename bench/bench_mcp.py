@@ -330,7 +330,7 @@ def main() -> None:
         for name, by_way in times.items():
             cells = [f"{ms(v, 50):.1f} / {ms(v, 95):.1f}" for v in by_way.values()]
             extra = ms(by_way["HTTP MCP"], 50) - ms(by_way["direct"], 50)
-            print(f"| {size:,} | {name} | {' | '.join(cells)} | +{extra:.1f} |")
+            print(f"| {size:,} | {name} | {' | '.join(cells)} | {extra:+.1f} |")
     print("\n| chunks | server RSS MB: after start | after warm-up | after the run | peak |")
     print("|---:|---:|---:|---:|---:|")
     for size, _indexed, _times, memory in results:

@@ -1,0 +1,444 @@
+"""The GitHub Action, the reusable workflow and the examples: checked offline.
+
+Every workflow and action file validates against GitHub's schemas (check-jsonschema's
+vendored copies) and passes zizmor's audits; third-party actions are pinned to commits;
+and the action's own shell steps are run, as the runner would run them, against the
+local GraphQL server and a local store, so its command lines cannot drift from the CLI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from github_server import comment_node, issue_node
+from ruamel.yaml import YAML
+
+from ghindex import __version__
+from ghindex.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ACTION = ROOT / "action.yml"
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+EXAMPLES = sorted((ROOT / "examples").rglob("*.yml"))
+ALL_WORKFLOWS = WORKFLOWS + EXAMPLES
+REUSABLE = ROOT / ".github" / "workflows" / "index.yml"
+TAG = f"v{__version__}"
+SHA_PIN = re.compile(r"^(?P<action>[\w.-]+/[\w.-]+(?:/[\w./-]+)?)@(?P<sha>[0-9a-f]{40})$")
+VERSION_COMMENT = re.compile(r"#\s*(v\d+\.\d+\.\d+)\s*$")
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def load(path: Path):
+    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+
+
+def steps_of(document) -> list[dict]:
+    if "runs" in document:
+        return list(document["runs"]["steps"])
+    return [step for job in document["jobs"].values() for step in job.get("steps", [])]
+
+
+def relative(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def test_there_is_something_to_check():
+    assert ACTION.exists()
+    assert {p.name for p in WORKFLOWS} >= {"index.yml", "ci.yml", "self-test.yml"}
+    assert {p.parent.name for p in EXAMPLES} >= {"artifact", "s3", "gcs", "org"}
+
+
+# --- schemas and audits ----------------------------------------------------------------
+
+
+def run_tool(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GH_"))}
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+
+def test_the_action_validates_against_the_action_schema():
+    result = run_tool("check-jsonschema", "--builtin-schema", "vendor.github-actions", "action.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_workflow_validates_against_the_workflow_schema():
+    files = [relative(p) for p in ALL_WORKFLOWS]
+    result = run_tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *files)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_finds_nothing():
+    files = [relative(p) for p in [ACTION, *ALL_WORKFLOWS]]
+    result = run_tool(
+        "zizmor", "--offline", "--config", ".github/zizmor.yml", "--format", "json",
+        "--no-progress", *files,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout) == []
+
+
+# --- hardening, checked on the files directly --------------------------------------------
+
+
+def uses_lines():
+    """(file, line) for every `uses:` of a step or job, as written."""
+    for path in [ACTION, *ALL_WORKFLOWS]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if re.match(r"^\s*(-\s+)?uses:\s", line):
+                yield path, line
+
+
+def test_third_party_actions_are_pinned_to_a_commit_with_its_version():
+    pins: dict[str, set[tuple[str, str]]] = {}
+    for path, line in uses_lines():
+        target = line.split("uses:", 1)[1].split("#", 1)[0].strip()
+        if target.startswith("./"):
+            continue
+        if target.startswith("ghindex/ghindex"):  # this project: the release being documented
+            assert target.endswith(f"@{TAG}"), (relative(path), line)
+            continue
+        pin = SHA_PIN.match(target)
+        comment = VERSION_COMMENT.search(line)
+        assert pin and comment, f"{relative(path)}: not pinned to a commit and version: {line}"
+        pins.setdefault(pin["action"], set()).add((pin["sha"], comment[1]))
+    inconsistent = {action: found for action, found in pins.items() if len(found) > 1}
+    assert inconsistent == {}
+    assert "actions/checkout" in pins
+
+
+def test_no_expression_is_templated_into_a_script():
+    for path in [ACTION, *ALL_WORKFLOWS]:
+        for step in steps_of(load(path)):
+            assert "${{" not in step.get("run", ""), (relative(path), step.get("name"))
+
+
+def test_checkouts_keep_no_credentials():
+    for path in [ACTION, *ALL_WORKFLOWS]:
+        for step in steps_of(load(path)):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, (relative(path), step)
+
+
+def test_permissions_start_empty_and_each_grant_says_why():
+    for path in ALL_WORKFLOWS:
+        workflow = load(path)
+        assert workflow["permissions"] == {}, relative(path)
+        for name, job in workflow["jobs"].items():
+            assert isinstance(job.get("permissions"), dict), (relative(path), name)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if re.match(r"^\s+[a-z-]+:\s+(read|write)\b", line):
+                assert "#" in line, f"{relative(path)}: a permission without a reason: {line}"
+
+
+def test_jobs_have_timeouts_and_publishers_queue_instead_of_cancelling():
+    for path in ALL_WORKFLOWS:
+        for name, job in load(path)["jobs"].items():
+            if "uses" not in job:  # a job calling a reusable workflow takes no timeout
+                assert "timeout-minutes" in job, (relative(path), name)
+    for name, job in load(REUSABLE)["jobs"].items():
+        group = job["concurrency"]["group"]
+        assert group.startswith("ghindex-"), name
+        assert job["concurrency"]["cancel-in-progress"] is False
+
+
+def test_callers_pass_only_inputs_that_exist():
+    action = load(ACTION)
+    reusable = load(REUSABLE)["on"]["workflow_call"]
+    for path in ALL_WORKFLOWS:
+        workflow = load(path)
+        for name, job in workflow["jobs"].items():
+            if job.get("uses", "").startswith(("ghindex/ghindex/.github/workflows/index.yml",
+                                               "./.github/workflows/index.yml")):  # fmt: skip
+                assert set(job.get("with", {})) <= set(reusable["inputs"]), (relative(path), name)
+                secrets = job.get("secrets", {})
+                assert secrets == "inherit" or set(secrets) <= set(reusable.get("secrets", {}))
+            for step in job.get("steps", []):
+                if step.get("uses", "") == "./" or step.get("uses", "").startswith(
+                    "ghindex/ghindex@"
+                ):
+                    assert set(step.get("with", {})) <= set(action["inputs"]), (
+                        relative(path),
+                        step.get("name"),
+                    )
+
+
+def test_the_reusable_workflow_runs_the_action_of_this_release():
+    uses = [s["uses"] for s in steps_of(load(REUSABLE)) if "ghindex/ghindex" in s.get("uses", "")]
+    assert uses == [f"ghindex/ghindex@{TAG}"]
+
+
+def parse(args):
+    """Resolve the command and parse its options exactly as click would, without running."""
+    with cli.make_context("ghindex", list(args)) as ctx, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # protected_args, until click 9
+        name, command, rest = cli.resolve_command(ctx, [*ctx.protected_args, *ctx.args])
+        command.make_context(name, rest, parent=ctx)
+
+
+def parse_line(line: str, root: Path) -> None:
+    """Parse one `ghindex …` line, first making the directories it names (click checks)."""
+    args = shlex.split(line)[1:]
+    for flag, value in itertools.pairwise(args):
+        if flag in ("--snapshot", "--git", "--wiki"):
+            (root / value).mkdir(parents=True, exist_ok=True)
+    if args[0] == "merge":  # its arguments are workdirs
+        for value in args[1:]:
+            if not value.startswith("-"):
+                (root / value).mkdir(parents=True, exist_ok=True)
+    parse(args)
+
+
+def ghindex_command_lines(script: str):
+    """Each `ghindex …` command of a shell script, with continuation lines joined."""
+    for line in script.replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if line.startswith("ghindex "):
+            yield line.split(" #", 1)[0].split(" >", 1)[0].split(" |", 1)[0]
+
+
+def test_ghindex_commands_in_workflows_parse(isolated):
+    lines = [
+        line
+        for path in ALL_WORKFLOWS
+        for step in steps_of(load(path))
+        for line in ghindex_command_lines(step.get("run", ""))
+    ]
+    for line in lines:
+        parse_line(line, isolated)
+    commands = {shlex.split(line)[1] for line in lines}
+    assert commands >= {"merge", "publish", "gc", "status", "search"}
+
+
+def test_the_readme_shows_the_artifact_example_as_it_is():
+    lines = (ROOT / "examples" / "artifact" / "ghindex.yml").read_text().splitlines()
+    body = "\n".join(itertools.dropwhile(lambda line: line.startswith("#") or not line, lines))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"```yaml\n{body}\n```" in readme
+
+
+def test_commands_in_the_actions_doc_parse(isolated):
+    doc = (ROOT / "docs" / "actions.md").read_text(encoding="utf-8")
+    lines = [
+        line
+        for block in re.findall(r"```(?:sh|bash)\n(.*?)```", doc, flags=re.S)
+        for line in ghindex_command_lines(block)
+    ]
+    for line in lines:
+        parse_line(line, isolated)
+    assert len(lines) >= 8
+
+
+# --- the action's shell steps, run for real ---------------------------------------------
+
+
+class ActionRun:
+    """Runs the action's `run:` steps the way the runner does: `bash -e -o pipefail`,
+    with each step's `env:` resolved from the inputs and contexts given here."""
+
+    def __init__(self, tmp: Path, github_url: str, token: str, inputs: dict[str, str],
+                 runner: str = "runner") -> None:  # fmt: skip
+        self.action = load(ACTION)
+        self.tmp = tmp / runner
+        self.temp = self.tmp / "temp"
+        self.workspace = tmp / "workspace"
+        self.temp.mkdir(parents=True, exist_ok=True)
+        self.workspace.mkdir(exist_ok=True)
+        self.contexts = {
+            "github.graphql_url": github_url,
+            "github.token": token,
+            "github.repository": "octo/hello",
+            "steps.python.outputs.python-version": "3.12.0",
+            "steps.python.outputs.python-path": sys.executable,
+        }
+        unknown = set(inputs) - set(self.action["inputs"])
+        assert not unknown, unknown
+        self.inputs = {
+            name: self.resolve(str(spec.get("default", "")))
+            for name, spec in self.action["inputs"].items()
+        } | inputs
+        self.outputs: dict[str, dict[str, str]] = {}
+
+    def resolve(self, value: str) -> str:
+        def one(match: re.Match) -> str:
+            expression = match[1]
+            if expression.startswith("inputs."):
+                return self.inputs[expression.removeprefix("inputs.")]
+            if expression.startswith("steps.") and ".outputs." in expression:
+                step, key = expression.removeprefix("steps.").split(".outputs.")
+                if step in self.outputs:
+                    return self.outputs[step][key]
+            return self.contexts[expression]  # an expression this test does not know: fail
+
+        return EXPRESSION.sub(one, value)
+
+    def step(self, step_id: str, expect_failure: bool = False):
+        step = next(s for s in self.action["runs"]["steps"] if s.get("id") == step_id)
+        assert step["shell"] == "bash"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GHINDEX_", "GITHUB_"))}
+        output = self.tmp / f"{step_id}.output"
+        output.write_text("")
+        env |= {
+            "PATH": f"{BIN}{os.pathsep}{env['PATH']}",
+            "RUNNER_TEMP": str(self.temp),
+            "RUNNER_OS": "Linux",
+            "RUNNER_ARCH": "X64",
+            "GITHUB_ACTION_PATH": str(ROOT),
+            "GITHUB_REPOSITORY": "octo/hello",
+            "GITHUB_WORKSPACE": str(self.workspace),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(self.tmp / "summary.md"),
+            "GHINDEX_HTTP_RETRIES": "0",
+        }
+        env |= {key: self.resolve(str(value)) for key, value in step.get("env", {}).items()}
+        script = self.tmp / f"{step_id}.sh"
+        script.write_text(step["run"])
+        result = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=self.workspace, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if expect_failure:
+            assert result.returncode != 0, result.stdout + result.stderr
+            return result
+        assert result.returncode == 0, result.stdout + result.stderr
+        values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+        self.outputs[step_id] = values
+        return values
+
+    def action_outputs(self) -> dict[str, str]:
+        return {name: self.resolve(spec["value"]) for name, spec in self.action["outputs"].items()}
+
+
+def make_clone(path: Path) -> Path:
+    git_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(path.parent),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Octo Cat",
+        "GIT_AUTHOR_EMAIL": "octo@example.com",
+        "GIT_COMMITTER_NAME": "Octo Cat",
+        "GIT_COMMITTER_EMAIL": "octo@example.com",
+    }
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=path, env=git_env,
+                       check=True, capture_output=True)  # fmt: skip
+
+    path.mkdir(parents=True)
+    git("init", "-q", "-b", "main")
+    (path / "README.md").write_text(
+        "# Hello\n\nHello is a small library that greets people politely, in any language.\n"
+    )
+    git("add", "-A")
+    git("commit", "-q", "-m", "Write the README")
+    git("remote", "add", "origin", "https://github.com/octo/hello.git")
+    return path
+
+
+def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
+    github.add_repo(repo, issues=[
+        issue_node(n, repo=repo, title=f"Greeting {n} is rude",
+                   body=f"Greeting number {n} of {repo} sounds rude.",
+                   updatedAt=f"2024-01-0{n}T00:00:00Z",
+                   comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")])
+        for n in (1, 2, 3)
+    ])  # fmt: skip
+
+
+def test_the_action_updates_a_store_then_moves_only_what_changed(github, tmp_path):
+    serve_tiny_repo(github)
+    clone = make_clone(tmp_path / "workspace")
+    store = tmp_path / "store"
+    inputs = {"store": str(store), "keep": "1", "gc-grace-hours": "0"}
+    first = ActionRun(tmp_path, github.url, github.token, inputs)
+
+    key = first.step("cache-key")
+    outputs = first.step("run")
+
+    prefix = "ghindex-Linux-X64-py3.12.0-torch2.13.0-"
+    assert re.fullmatch(re.escape(prefix) + r"default-[0-9a-f]{16}", key["key"])
+    assert key["restore-prefix"] == prefix
+    assert set(outputs) == set(first.action["outputs"])
+    assert first.action_outputs() == outputs
+    assert outputs["snapshot-id"] == (store / "LATEST").read_text().strip()
+    assert outputs["generation"] == "1"
+    assert outputs["store"] == str(store)
+    assert Path(outputs["snapshot-path"]) == tmp_path / "runner" / "temp" / "ghindex"
+    counts = json.loads(outputs["counts"])
+    assert counts["issue"] == 3 and counts["issue_comment"] == 3
+    assert counts["doc"] >= 1 and counts["diff"] >= 1  # the clone was found: git is `auto`
+    chunks = counts.pop("chunks")
+    assert int(outputs["embedded"]) == int(outputs["chunks"]) == chunks == sum(counts.values())
+    assert int(outputs["requests"]) > 0
+    assert "### ghindex update: snapshot " in (tmp_path / "runner" / "summary.md").read_text()
+    assert clone.exists()
+
+    github.repos["octo/hello"]["issues"][0].update(
+        title="Greeting 1 is fixed", updatedAt="2024-02-01T00:00:00Z"
+    )
+    # a fresh runner: the store alone carries the state, the cursors and the embeddings
+    again = ActionRun(tmp_path, github.url, github.token, inputs, runner="next").step("run")
+
+    assert again["generation"] == "2"
+    assert again["snapshot-id"] != outputs["snapshot-id"]
+    assert int(again["embedded"]) == 2  # the retitled issue and its comment (it names it)
+    assert [p.parent.name for p in store.glob("snapshots/*/manifest.json")] == [
+        again["snapshot-id"]
+    ]  # keep: 1
+
+
+def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
+    serve_tiny_repo(github, "octo/hello")
+    serve_tiny_repo(github, "octo/world")
+    inputs = {
+        "mode": "build",
+        "repos": "octo/hello,\n  octo/world",
+        "workdir": "shard",
+        "git": "false",
+    }
+    action = ActionRun(tmp_path, github.url, github.token, inputs)
+
+    outputs = action.step("run")
+
+    assert outputs["snapshot-id"] == outputs["generation"] == outputs["store"] == ""
+    assert Path(outputs["snapshot-path"]) == tmp_path / "workspace" / "shard"
+    assert json.loads(outputs["counts"]) == {"chunks": 12, "issue": 6, "issue_comment": 6}
+    assert (tmp_path / "workspace" / "shard" / "state.duckdb").exists()
+
+
+def test_the_action_asks_for_a_clone_when_git_is_on(github, tmp_path):
+    action = ActionRun(tmp_path, github.url, github.token, {"git": "true", "git-path": "nothing"})
+    (tmp_path / "workspace" / "nothing").mkdir()
+
+    result = action.step("run", expect_failure=True)
+
+    assert result.stdout == (
+        "::error::nothing is not a git clone: check the repository out first "
+        "(actions/checkout with fetch-depth: 0), or set git: false.\n"
+    )
+    assert list((tmp_path / "runner" / "temp" / "ghindex-reports").iterdir()) == []  # no run
+    assert github.requests == []
+
+
+MCP_CONFIGS = sorted((ROOT / "examples" / "mcp").rglob("*.json"))
+
+
+@pytest.mark.parametrize("path", MCP_CONFIGS, ids=relative)
+def test_mcp_client_configs_start_the_server_from_a_store(path):
+    config = json.loads(path.read_text(encoding="utf-8"))
+    servers = config.get("mcpServers") or config["servers"]
+    server = servers["ghindex"]
+    assert server["command"] == "ghindex"
+    assert server["args"][:2] == ["serve", "--store"]
+    parse(server["args"])
