@@ -221,23 +221,55 @@ def test_ghindex_commands_in_workflows_parse(isolated):
     assert commands >= {"merge", "publish", "gc", "status", "search"}
 
 
+def shown(path: Path) -> str:
+    """An example file as the docs show it: a workflow without its leading comment, which
+    the surrounding prose says, as a yaml block; a client config whole, as a json block."""
+    text = path.read_text(encoding="utf-8").rstrip("\n")
+    if path.suffix == ".yml":
+        lines = text.splitlines()
+        body = "\n".join(itertools.dropwhile(lambda line: line.startswith("#") or not line, lines))
+        return f"```yaml\n{body}\n```"
+    return f"```{path.suffix[1:]}\n{text}\n```"
+
+
 def test_the_readme_shows_the_artifact_example_as_it_is():
-    lines = (ROOT / "examples" / "artifact" / "ghindex.yml").read_text().splitlines()
-    body = "\n".join(itertools.dropwhile(lambda line: line.startswith("#") or not line, lines))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"```yaml\n{body}\n```" in readme
+    assert shown(ROOT / "examples" / "artifact" / "ghindex.yml") in readme
 
 
-def test_commands_in_the_actions_doc_parse(isolated):
-    doc = (ROOT / "docs" / "actions.md").read_text(encoding="utf-8")
+EXAMPLE_PAGES = sorted((ROOT / "docs" / "examples").glob("*.md"))
+PAGE_SECTIONS = [
+    "## What to paste",
+    "## Permissions and secrets",
+    "## What it costs",
+    "## Forcing a full rebuild",
+    "## Reading the snapshot",
+]
+
+
+def test_commands_in_the_actions_docs_parse(isolated):
     lines = [
         line
-        for block in re.findall(r"```(?:sh|bash)\n(.*?)```", doc, flags=re.S)
+        for page in [ROOT / "docs" / "actions.md", *EXAMPLE_PAGES]
+        for block in re.findall(
+            r"```(?:sh|bash)\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S
+        )
         for line in ghindex_command_lines(block)
     ]
     for line in lines:
         parse_line(line, isolated)
-    assert len(lines) >= 8
+    assert len(lines) >= 20
+
+
+@pytest.mark.parametrize("example", ["artifact", "s3", "gcs", "org", "mcp"])
+def test_every_example_has_a_page_that_shows_it_as_it_is(example):
+    page = (ROOT / "docs" / "examples" / f"{example}.md").read_text(encoding="utf-8")
+    assert [line for line in page.splitlines() if line.startswith("## ")] == PAGE_SECTIONS
+    files = sorted(p for p in (ROOT / "examples" / example).rglob("*") if p.is_file())
+    assert files
+    for path in files:
+        assert shown(path) in page, relative(path)
+        assert f"(../../{relative(path)})" in page, relative(path)
 
 
 # --- the action's shell steps, run for real ---------------------------------------------
