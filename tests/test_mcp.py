@@ -701,6 +701,47 @@ def test_a_streamable_http_session(http_servers):
     assert "Traceback" not in server["stderr"].read_text()
 
 
+@pytest.mark.parametrize(
+    ("mode", "negotiated"), [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")]
+)
+def test_http_speaks_the_current_protocol_and_the_handshake_before_it(
+    http_servers, mode, negotiated
+):
+    async def session():
+        async with mcp.Client(http_servers["open"]["url"], mode=mode) as client:
+            found = await client.call_tool("search", {"query": "crash on startup", "top_k": 1})
+            return client.protocol_version, found
+
+    version, found = asyncio.run(session())
+
+    assert version == negotiated
+    assert found.structured_content["results"][0]["handle"] == R + "#1"
+
+
+def test_an_older_client_gets_the_revision_it_asked_for(http_servers):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "old-client", "version": "0"},
+        },
+    }
+    response = httpx2.post(
+        http_servers["open"]["url"],
+        json=initialize,
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+
+    assert response.status_code == 200
+    text = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    assert json.loads(text)["result"]["protocolVersion"] == "2025-03-26"
+
+
 def test_http_with_a_token_refuses_requests_without_it(http_servers):
     server = http_servers["token"]
     initialize = {
