@@ -242,7 +242,7 @@ async def measure(
     url: str, root: Path, table, rounds: int, warmup: int, warmed: Callable[[], None]
 ) -> dict[str, dict[str, list[float]]]:
     """Per case and way: latencies in ms. Calls `warmed` between warm-up and timing."""
-    snapshot = open_snapshot(root)
+    snapshot = open_snapshot(root, immutable=True)  # as the server opens it
     inproc = create_server(SnapshotHolder(current=snapshot))
     ways = ["direct", "in-process MCP", "HTTP MCP"]
     times = {name: {way: [] for way in ways} for name in table}

@@ -159,6 +159,19 @@ def server(holder):
     return create_server(holder)
 
 
+@pytest.fixture(scope="module")
+def held(snapshot_dir):
+    """The same snapshot opened as a pulled one: its state stays open between requests."""
+    holder = SnapshotHolder(current=open_snapshot(snapshot_dir, immutable=True))
+    yield holder
+    holder.current.searcher.close()
+
+
+@pytest.fixture(scope="module")
+def held_server(held):
+    return create_server(held)
+
+
 @pytest.fixture
 def workdir(snapshot_dir, isolated):
     """A copy of the built workdir this test may change."""
@@ -497,9 +510,11 @@ def test_sql_answers_a_compact_table_with_a_row_limit(server):
         ("SELECT 1; DROP TABLE issues", "give exactly one SQL statement, not 2"),
     ],
 )
+@pytest.mark.parametrize("serving", ["server", "held_server"])
 def test_sql_cannot_read_files_write_or_reconfigure(
-    server, snapshot_dir, isolated, statement, expected
+    request, serving, snapshot_dir, isolated, statement, expected
 ):
+    server = request.getfixturevalue(serving)
     out = isolated / "out"
     out.mkdir()
     state = snapshot_dir / "state.duckdb"
@@ -513,7 +528,9 @@ def test_sql_cannot_read_files_write_or_reconfigure(
     assert hashlib.sha256(state.read_bytes()).hexdigest() == before
 
 
-def test_a_slow_query_is_stopped_at_the_time_limit(holder):
+@pytest.mark.parametrize("serving", ["holder", "held"])
+def test_a_slow_query_is_stopped_at_the_time_limit(request, serving):
+    holder = request.getfixturevalue(serving)
     started = time.perf_counter()
     with pytest.raises(GhindexError) as error:
         tools.sql(
@@ -524,6 +541,48 @@ def test_a_slow_query_is_stopped_at_the_time_limit(holder):
         )
     assert str(error.value) == "query: stopped after the 0.5 s time limit; narrow it down"
     assert time.perf_counter() - started < 5
+
+
+def test_every_tool_can_run_at_once_on_one_state(held):
+    # The sql tool's sandboxed connection and the other tools' reads share one
+    # configuration: DuckDB refuses to open a file twice with two different ones.
+    from concurrent.futures import ThreadPoolExecutor
+
+    snapshot = held.current
+    calls = [
+        lambda: tools.sql(snapshot, "SELECT count(*) FROM issues", 10)["rows"],
+        lambda: [i["handle"] for i in tools.fetch(snapshot, [R + "#2"], 20_000)["items"]],
+        lambda: tools.related(snapshot, R + "#1", 1)["neighbours"][0]["handle"],
+        lambda: tools.search(snapshot, "crash on startup", tools.filters(), top_k=1)["results"][0][
+            "handle"
+        ],
+    ] * 5
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda call: call(), calls))
+
+    assert answers[:4] == [[[12]], [R + "#2"], R + "#2", R + "#1"]
+    assert answers[4:] == answers[:4] * 4
+
+
+def writable_from_another_process(state: Path) -> bool:
+    """Whether `ghindex fetch` in another process could open the state to write."""
+    opener = "import duckdb, sys; duckdb.connect(sys.argv[1]).close()"
+    return subprocess.run([sys.executable, "-c", opener, str(state)]).returncode == 0
+
+
+def test_a_workdir_is_served_without_holding_its_state(workdir):
+    # fetch and build write the workdir's state between requests: the server must not
+    # keep it open (a read-only connection held by one process blocks writers).
+    state = workdir / "state.duckdb"
+    served = open_snapshot(workdir)
+    assert tools.fetch(served, [R + "#1"], 20_000)["items"]
+    assert writable_from_another_process(state)
+
+    pulled = open_snapshot(workdir, immutable=True)
+    assert tools.fetch(pulled, [R + "#1"], 20_000)["items"]
+    assert not writable_from_another_process(state)
+    pulled.searcher.close()
+    assert writable_from_another_process(state)
 
 
 # --------------------------------------------------------------------------- status, errors

@@ -47,33 +47,43 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
             "allow_community_extensions": False,
         },
     )
-    con.execute("SET lock_configuration = true")
+    # Another connection of this process to the same file shares its database, and
+    # may have locked the configuration already: setting it again would fail.
+    if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        con.execute("SET lock_configuration = true")
     return con
 
 
 def run(state: Path, query: str, max_rows: int, timeout: float = TIMEOUT) -> Result:
     con = connect(state)
     try:
-        statements = con.extract_statements(query)
-        if len(statements) != 1:
-            raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
-        timer = threading.Timer(timeout, con.interrupt)
-        started = time.perf_counter()
-        timer.start()
-        try:
-            cursor = con.execute(query)
-            description = cursor.description or []
-            rows = cursor.fetchmany(max_rows + 1)
-        except duckdb.InterruptException:
-            raise GhindexError(
-                f"query: stopped after the {timeout:g} s time limit; narrow it down"
-            ) from None
-        except duckdb.Error as exc:
-            raise GhindexError(f"query: {str(exc).splitlines()[0]}") from None
-        finally:
-            timer.cancel()
+        return run_on(con, query, max_rows, timeout)
     finally:
         con.close()
+
+
+def run_on(
+    con: duckdb.DuckDBPyConnection, query: str, max_rows: int, timeout: float = TIMEOUT
+) -> Result:
+    """`run` on a connection from `connect` (or a cursor of one)."""
+    statements = con.extract_statements(query)
+    if len(statements) != 1:
+        raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
+    timer = threading.Timer(timeout, con.interrupt)
+    started = time.perf_counter()
+    timer.start()
+    try:
+        cursor = con.execute(query)
+        description = cursor.description or []
+        rows = cursor.fetchmany(max_rows + 1)
+    except duckdb.InterruptException:
+        raise GhindexError(
+            f"query: stopped after the {timeout:g} s time limit; narrow it down"
+        ) from None
+    except duckdb.Error as exc:
+        raise GhindexError(f"query: {str(exc).splitlines()[0]}") from None
+    finally:
+        timer.cancel()
     return Result(
         columns=[d[0] for d in description],
         types=[str(d[1]) for d in description],

@@ -342,7 +342,11 @@ def serve(
         holder.sync.store, holder.sync.interval = settings.store, sync_interval
         holder.start()
     else:
-        holder = SnapshotHolder(current=open_snapshot(Path(snapshot or settings.workdir)))
+        root = Path(snapshot or settings.workdir).resolve()
+        # A pulled snapshot is never written to, so its state can stay open; the
+        # workdir is where fetch and build write, so it is opened per request.
+        immutable = root != settings.workdir.resolve()
+        holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
         run(holder, transport=transport, host=host, port=port, token=token)
     finally:

@@ -62,12 +62,14 @@ class Snapshot:
         return self.root / "state.duckdb"
 
 
-def open_snapshot(root: Path) -> Snapshot:
+def open_snapshot(root: Path, *, immutable: bool = False) -> Snapshot:
+    """Open a snapshot directory. `immutable`: nothing will write to it while it is
+    served (a pulled snapshot, not a workdir), so its state stays open between requests."""
     manifest_path = root / "manifest.json"
     if not manifest_path.exists():
         raise NoSnapshot(f"no snapshot in {root}: run `ghindex build` or `ghindex pull` first")
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    return Snapshot(root, manifest, Searcher(root / "lance"))
+    return Snapshot(root, manifest, Searcher(root / "lance", hold_state=immutable))
 
 
 @dataclass
@@ -137,7 +139,7 @@ class SnapshotHolder:
             target = self.cache / ref.snapshot_id
             reuse = self.current.root if self.current else None
             pull(self.store, target, snapshot_id=ref.snapshot_id, reuse=reuse)
-            self.replace(open_snapshot(target))
+            self.replace(open_snapshot(target, immutable=True))
         except Exception as exc:  # a failed sync must never stop serving
             self.sync.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             log.warning("sync failed, still serving %s: %s", self._current_id(), exc)
@@ -163,6 +165,7 @@ class SnapshotHolder:
             self.sync_once()
 
     def _remove(self, snapshot: Snapshot) -> None:
+        snapshot.searcher.close()
         if self.cache is not None and snapshot.root.parent == self.cache:
             shutil.rmtree(snapshot.root, ignore_errors=True)
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-import duckdb
-
 from ghindex.search import Filters, Hit, SearchResponse
 from ghindex.serve.holder import Snapshot, SnapshotHolder
 
@@ -96,26 +94,20 @@ def fetch(snapshot: Snapshot, handles: list[str], max_chars: int) -> dict[str, A
     from ghindex.show import show
 
     found, missing = [], []
-    con = _state(snapshot)
-    try:
+    with snapshot.searcher.state() as con:
         for handle in handles:
             try:
                 found.append(show(con, handle, max_chars=max_chars))
             except UnknownHandle:
                 missing.append(handle)
-    finally:
-        con.close()
     return envelope(snapshot, {"items": found, "not_found": missing})
 
 
 def related(snapshot: Snapshot, handle: str, hops: int) -> dict[str, Any]:
     from ghindex.graph import related as find_related
 
-    con = _state(snapshot)
-    try:
+    with snapshot.searcher.state() as con:
         result = find_related(con, handle, hops=hops, nearest_items=snapshot.searcher.nearest)
-    finally:
-        con.close()
     return envelope(snapshot, result.as_dict())
 
 
@@ -163,9 +155,10 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
 
 def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT) -> dict:
     """One read-only statement over the state database, with row and time limits."""
-    from ghindex.sqlquery import run
+    from ghindex.sqlquery import run_on
 
-    result = run(snapshot.state_path, query, max_rows, timeout)
+    with snapshot.searcher.state() as con:
+        result = run_on(con, query, max_rows, timeout)
     return envelope(
         snapshot,
         {
@@ -244,8 +237,7 @@ def _expand(snapshot: Snapshot, response: SearchResponse, hops: int) -> list[dic
 
     shown = {h.entity for h in response.results}
     found: dict[str, dict[str, Any]] = {}
-    con = _state(snapshot)
-    try:
+    with snapshot.searcher.state() as con:
         for hit in response.results:
             try:
                 near = neighbours(con, hit.entity, hops=hops)
@@ -264,8 +256,6 @@ def _expand(snapshot: Snapshot, response: SearchResponse, hops: int) -> list[dic
                     "kind": n.kind,
                     "direction": n.direction,
                 }
-    finally:
-        con.close()
     return list(found.values())
 
 
@@ -279,10 +269,6 @@ def _created(snapshot: Snapshot, entities: list[str]) -> dict[str, str]:
     rows = snapshot.searcher.table.search().where(where).select(["entity", "created_at"])
     return {r["entity"]: r["created_at"].isoformat() for r in rows.limit(None).to_list()
             if r["created_at"] is not None}  # fmt: skip
-
-
-def _state(snapshot: Snapshot) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(snapshot.state_path), read_only=True)
 
 
 def _tokens(text: str) -> int:
