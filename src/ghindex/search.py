@@ -284,6 +284,8 @@ class Searcher:
         if mmr is not None:
             ranked = _diversify(ranked, mmr, k)
         response.results = (exact + ranked)[:k]
+        for hit in response.results:
+            hit.snippet = hit.snippet or snippet(hit._text)  # type: ignore[attr-defined]
         self._annotate(response.results)
         return response
 
@@ -494,7 +496,7 @@ def _fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
                  else max(float(r["_score"]) for r in rows.values()))  # fmt: skip
         best = min(rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9)
                                                     for n, _ in lists))  # fmt: skip
-        hit = _hit(best, score, d, s)
+        hit = _hit(best, score, d, s, with_snippet=False)  # made for the few returned
         hit.same_entity = _related(list(rows.values()), best, row_score)
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, min(h.dense_rank or 10**9, h.sparse_rank or 10**9)))
@@ -525,7 +527,14 @@ def _diversify(hits: list[Hit], lambda_: float, k: int) -> list[Hit]:
     return [pool[i] for i in order] + hits[len(pool) :]
 
 
-def _hit(row: dict[str, Any], score: float, dense: int | None, sparse: int | None) -> Hit:
+def _hit(
+    row: dict[str, Any],
+    score: float,
+    dense: int | None,
+    sparse: int | None,
+    *,
+    with_snippet: bool = True,
+) -> Hit:
     updated = row.get("updated_at")
     hit = Hit(
         handle=row["handle"],
@@ -544,7 +553,7 @@ def _hit(row: dict[str, Any], score: float, dense: int | None, sparse: int | Non
         score=round(score, 6),
         dense_rank=dense,
         sparse_rank=sparse,
-        snippet=snippet(row.get("text") or ""),
+        snippet=snippet(row.get("text") or "") if with_snippet else "",
     )
     # for the reranker and MMR; not part of the answer
     hit._text = row.get("text") or ""  # type: ignore[attr-defined]
