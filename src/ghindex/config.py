@@ -39,6 +39,7 @@ _ENV_FOR_KEY = {
     "keep": None,
     "min_comment_chars": None,
     "index_bots": None,
+    "skip_types": "GHINDEX_SKIP_TYPES",
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -76,6 +77,7 @@ class Settings:
     keep: int = DEFAULT_KEEP
     min_comment_chars: int = 20  # shorter comments and reviews are not indexed
     index_bots: bool = False  # index comments and reviews by bot accounts
+    skip_types: tuple[str, ...] = ()  # document types kept in the state but not indexed
     orgs: tuple[str, ...] = ()
     select: RepoSelection = field(default_factory=lambda: RepoSelection())
 
@@ -119,6 +121,7 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         keep=_count(pick("keep", DEFAULT_KEEP), "keep"),
         min_comment_chars=_count(pick("min_comment_chars", 20), "min_comment_chars", minimum=0),
         index_bots=_flag(pick("index_bots", False), "index_bots"),
+        skip_types=_document_types(pick("skip_types", ()), "skip_types"),
         orgs=tuple(_strings(pick("orgs", ()), "orgs")),
         select=RepoSelection(
             include=tuple(_strings(pick("include", ()), "include")),
@@ -146,6 +149,20 @@ def _strings(value: object, key: str) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{key} must be a list of strings")
     return list(value)
+
+
+def _document_types(value: object, key: str) -> tuple[str, ...]:
+    """Document type names, from a TOML list or a comma-separated environment value."""
+    from ghindex.documents import TYPES
+
+    names = value.split(",") if isinstance(value, str) else _strings(value, key)
+    chosen = [n.strip() for n in names if n.strip()]
+    unknown = [n for n in chosen if n not in TYPES]
+    if unknown:
+        raise ConfigError(
+            f"{key}: unknown document type {unknown[0]!r}: use some of {', '.join(TYPES)}"
+        )
+    return tuple(dict.fromkeys(chosen))
 
 
 def _count(value: object, key: str, minimum: int = 1) -> int:

@@ -41,6 +41,7 @@ class DocumentSettings:
 
     min_comment_chars: int = 20  # comments, reviews and review comments shorter than this
     index_bots: bool = False  # comments and reviews by bot accounts
+    skip_types: tuple[str, ...] = ()  # whole document types (e.g. "diff")
     skip_paths: tuple[str, ...] = (  # generated files whose diffs drown real changes
         "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock",
         "uv.lock", "Pipfile.lock", "composer.lock", "go.sum", "Gemfile.lock",
@@ -191,13 +192,18 @@ def iter_documents(
     conversation = f"length(trim(coalesce(body, ''))) >= {int(settings.min_comment_chars)}" + (
         "" if settings.index_bots else " AND NOT _is_bot"
     )
+    skipped = set(settings.skip_types)
     for name, sql in _QUERIES.items():
+        if name in ("diff", "commit") and "diff" in skipped:
+            continue  # not even read: patches are most of the state's text
         params = [list(settings.skip_paths)] if name in ("diff", "commit") else []
         query = _ITEMS + sql.format(conversation=_bot_aware(name, conversation))
         cursor = con.execute(f"{query} ORDER BY 5, 1", params)
         while batch := cursor.fetchmany(1000):
             for row in batch:
                 values = list(row)
+                if values[4] in skipped:
+                    continue
                 values[10] = tuple(values[10] or ())
                 values[13] = tuple(values[13] or ())
                 yield Document(*values)
