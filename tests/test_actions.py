@@ -497,6 +497,9 @@ def test_mcp_client_configs_start_the_server_from_a_store(path):
     config = json.loads(path.read_text(encoding="utf-8"))
     servers = config.get("mcpServers") or config["servers"]
     server = servers["ghindex"]
-    assert server["command"] == "ghindex"
+    # desktop clients see no shell PATH and may start the server in an unwritable directory
+    assert server["command"].endswith("/bin/ghindex")
+    assert server["command"].startswith(("/", "${userHome}/"))
+    assert server["env"]["GHINDEX_WORKDIR"].startswith(("/", "${userHome}/"))
     assert server["args"][:2] == ["serve", "--store"]
     parse(server["args"])

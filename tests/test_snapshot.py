@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -274,6 +275,13 @@ def test_cli_publish_pull_status_and_search_from_the_store(workdir, store_url, r
     assert pulled.stdout.startswith(f"{snapshot_id} in {dest.resolve()}: downloaded ")
     local = run("status", "--snapshot", str(dest), "--json")
     assert json.loads(local.stdout)["snapshot_id"] == snapshot_id
+    os.environ["GHINDEX_STORE"] = store_url  # the store as configured, not as a flag
+    try:
+        configured = run("status", "--json")
+    finally:
+        del os.environ["GHINDEX_STORE"]
+    assert configured.exit_code == 0, configured.output
+    assert json.loads(configured.stdout)["snapshot_id"] == snapshot_id
 
     shutil.rmtree(workdir)
     found = run("search", "topic 3", "--store", store_url, "--mode", "sparse", "--json")

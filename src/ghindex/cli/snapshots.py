@@ -191,10 +191,13 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
-    if store:
-        summary = store_status(Store(obj.settings(store=store).store))
+    settings = obj.settings(store=store)
+    if snapshot:
+        summary = local_status(Path(snapshot))
+    elif settings.store:  # --store, GHINDEX_STORE or ghindex.toml's store
+        summary = store_status(Store(settings.store))
     else:
-        summary = local_status(Path(snapshot) if snapshot else obj.settings().workdir)
+        summary = local_status(settings.workdir)
     if as_json:
         emit_json(summary)
         return

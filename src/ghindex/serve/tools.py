@@ -114,7 +114,7 @@ def related(snapshot: Snapshot, handle: str, hops: int) -> dict[str, Any]:
 def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int) -> dict[str, Any]:
     """The most relevant passages that fit `max_tokens`, each with its citation."""
     response = snapshot.searcher.search(question, filters=chosen, k=20, mode="hybrid")
-    passages, used = [], 0
+    passages, kept, used = [], [], 0
     for hit in response.results:
         text = getattr(hit, "_text", "") or hit.snippet
         cost = _tokens(text) + 30  # the citation fields cost a little too
@@ -137,6 +137,7 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
                 "text": text,
             }
         )
+        kept.append(hit)
         used += cost
     body: dict[str, Any] = {"question": question, "passages": passages, "tokens": used}
     body["filters_unmatched"] = response.filters_unmatched
@@ -145,7 +146,7 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
             "nothing in the snapshot matches this question: say that no source was found "
             "instead of answering from memory"
         )
-    elif not any(h.dense_rank and h.sparse_rank for h in response.results[: len(passages)]):
+    elif not any(h.dense_rank and h.sparse_rank for h in kept):
         body["note"] = (
             "no passage matched by both meaning and wording: treat these as weak leads and "
             "check them before relying on them"
