@@ -544,3 +544,21 @@ def test_noise_settings_come_from_ghindex_toml(isolated, run):
     assert (manifest["documents"]["min_comment_chars"], manifest["documents"]["index_bots"]) == (
         0, True
     )  # fmt: skip
+
+
+def test_the_python_api_fetches_then_searches_on_one_connection(sample):
+    # fetch opens the snapshot's own connection first; search must not open a second
+    # one with another configuration (DuckDB refuses that in one process)
+    import ghindex.api as gh
+
+    snap = gh.open(sample[0].workdir)
+    try:
+        item = snap.fetch("betamaxpy/betamax#52")
+        hits = snap.search("make cassettes thread-safe", k=3)
+        rows = snap.sql("SELECT count(*) FROM issues").fetchall()
+    finally:
+        snap.close()
+
+    assert item["title"] == "Make cassettes thread-safe"
+    assert hits[0].entity == "betamaxpy/betamax#52"
+    assert rows == [(223,)]

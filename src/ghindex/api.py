@@ -46,7 +46,10 @@ class Snapshot:
         """Hybrid search; filters as keyword arguments: repo, type, state, label(s), author,
         assignee, milestone, path_prefix, since, until (one value or a list each)."""
         if self._searcher is None:
-            self._searcher = Searcher(self.root / "lance")
+            # the state through this snapshot's own connection: one configuration per file
+            self._searcher = Searcher(
+                self.root / "lance", state_connection=lambda: self.connect().cursor()
+            )
         return self._searcher.search(query, filters=_filters(filters), k=k, mode=mode).results
 
     def fetch(self, handle: str, max_chars: int = 100_000) -> dict[str, Any]:
@@ -62,6 +65,9 @@ class Snapshot:
         return related(self.connect(), handle, hops=hops).as_dict()
 
     def close(self) -> None:
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
         if self._con is not None:
             self._con.close()
             self._con = None

@@ -182,7 +182,10 @@ class Searcher:
     searcher's life and gives each request a cursor on it (a tenth of a millisecond,
     against about 14 ms to open the file). Only for a snapshot nothing writes to: a
     held read-only connection stops another process from writing the file. Without
-    it the state is opened per request."""
+    it the state is opened per request. `state_connection` instead gives the
+    connection for each request (closed after it): a caller that holds its own
+    connection to the file passes a cursor of it, since DuckDB refuses a second
+    connection with another configuration."""
 
     def __init__(
         self,
@@ -192,6 +195,7 @@ class Searcher:
         reranker_factory: Callable[[], Any] | None = None,
         state_path: Path | None = None,
         hold_state: bool = False,
+        state_connection: Callable[[], duckdb.DuckDBPyConnection] | None = None,
     ) -> None:
         db = index.connect(lance_path)
         if index.CHUNKS not in index.table_names(db):
@@ -208,6 +212,7 @@ class Searcher:
         self.state_path = candidate if candidate.exists() else None
         self._unmatched_cache: dict[str, bool] = {}
         self._hold_state = hold_state
+        self._state_connection = state_connection
         self._state_db: duckdb.DuckDBPyConnection | None = None
         self._state_lock = threading.Lock()
         # BM25 runs beside the query's embedding and kNN: both release the GIL
@@ -222,7 +227,9 @@ class Searcher:
 
         if self.state_path is None:
             raise IndexUnusable("no state.duckdb beside the index: run `ghindex fetch` first")
-        if self._hold_state:
+        if self._state_connection is not None:
+            con = self._state_connection()
+        elif self._hold_state:
             with self._state_lock:
                 if self._state_db is None:
                     self._state_db = connect(self.state_path)
