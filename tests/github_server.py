@@ -746,59 +746,55 @@ def _person(login: str, typename: str = "User") -> dict[str, Any]:
     return {"__typename": typename, "login": login}
 
 
-def comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
-    """An issue or pull request comment (fragment CommentFields)."""
-    node = {
-        "id": _node_id("IC_", str(database_id)),
+def _authored(
+    prefix: str,
+    database_id: int,
+    url: str,
+    body: str,
+    author: str = "octocat",
+    association: str = "CONTRIBUTOR",
+) -> dict[str, Any]:
+    """The fields every comment-like node has: identity, text, author and times."""
+    return {
+        "id": _node_id(prefix, str(database_id)),
         "databaseId": database_id,
-        "url": f"https://github.com/octo/hello/issues/1#issuecomment-{database_id}",
+        "url": url,
         "body": body,
-        "isMinimized": False,
-        "author": _person("octocat"),
-        "authorAssociation": "CONTRIBUTOR",
+        "author": _person(author),
+        "authorAssociation": association,
         "createdAt": _at(database_id),
         "updatedAt": _at(database_id),
-        "reactions": {"totalCount": 0},
     }
+
+
+def comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
+    """An issue or pull request comment (fragment CommentFields)."""
+    url = f"https://github.com/octo/hello/issues/1#issuecomment-{database_id}"
+    node = _authored("IC_", database_id, url, body)
+    node.update(isMinimized=False, reactions={"totalCount": 0})
     node.update(fields)
     return node
 
 
 def review_node(database_id: int, state: str = "COMMENTED", **fields: Any) -> dict[str, Any]:
     """A pull request review (fragment ReviewPage)."""
-    node = {
-        "id": _node_id("PRR_", str(database_id)),
-        "databaseId": database_id,
-        "url": f"https://github.com/octo/hello/pull/2#pullrequestreview-{database_id}",
-        "body": "",
-        "state": state,
-        "author": _person("reviewer"),
-        "authorAssociation": "MEMBER",
-        "submittedAt": _at(database_id),
-        "createdAt": _at(database_id),
-        "updatedAt": _at(database_id),
-        "commit": {"oid": "a" * 40},
-    }
+    url = f"https://github.com/octo/hello/pull/2#pullrequestreview-{database_id}"
+    node = _authored("PRR_", database_id, url, "", "reviewer", "MEMBER")
+    node.update(state=state, submittedAt=_at(database_id), commit={"oid": "a" * 40})
     node.update(fields)
     return node
 
 
 def review_comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
     """A comment on a line of a pull request's diff (fragment ReviewCommentPage)."""
-    node = {
-        "id": _node_id("PRRC_", str(database_id)),
-        "databaseId": database_id,
-        "url": f"https://github.com/octo/hello/pull/2#discussion_r{database_id}",
-        "body": body,
+    url = f"https://github.com/octo/hello/pull/2#discussion_r{database_id}"
+    node = _authored("PRRC_", database_id, url, body, "reviewer", "MEMBER")
+    node |= {
         "path": "src/app.py",
         "line": 10,
         "originalLine": 10,
         "startLine": None,
         "diffHunk": "@@ -1,3 +1,4 @@\n+import os",
-        "author": _person("reviewer"),
-        "authorAssociation": "MEMBER",
-        "createdAt": _at(database_id),
-        "updatedAt": _at(database_id),
         "commit": {"oid": "b" * 40},
         "originalCommit": {"oid": "b" * 40},
         "replyTo": None,
@@ -855,17 +851,11 @@ def discussion_node(number: int, repo: str = "octo/hello", **fields: Any) -> dic
 
 def discussion_comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, Any]:
     """A discussion comment or reply (fragment DiscussionCommentFields)."""
-    node = {
-        "id": _node_id("DC_", str(database_id)),
-        "databaseId": database_id,
-        "url": f"https://github.com/octo/hello/discussions/1#discussioncomment-{database_id}",
-        "body": body,
+    url = f"https://github.com/octo/hello/discussions/1#discussioncomment-{database_id}"
+    node = _authored("DC_", database_id, url, body)
+    node |= {
         "isAnswer": False,
         "isMinimized": False,
-        "author": _person("octocat"),
-        "authorAssociation": "CONTRIBUTOR",
-        "createdAt": _at(database_id),
-        "updatedAt": _at(database_id),
         "reactions": {"totalCount": 0},
         "replies": [],
         "replyTo": None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -75,6 +75,15 @@ class DocsChange:
     renamed: int = 0  # a rename counts here, not as one added and one removed
     read: int = 0  # blobs read from git
     skipped: int = 0  # too large or binary
+
+    @property
+    def seen(self) -> int:
+        """Documents whose content this sync stored."""
+        return self.added + self.updated + self.renamed
+
+    def report(self) -> dict[str, int]:
+        """The counts as `GitReport` names them."""
+        return {f"docs_{name}": value for name, value in asdict(self).items()}
 
 
 @dataclass(frozen=True)

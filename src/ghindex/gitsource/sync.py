@@ -129,8 +129,7 @@ def sync_git(
             con, git, objects, plan, repo=repo, shallow=shallow, web_url=web_url, now=now
         )
         mark = commit_time(objects, head)
-        docs_seen = docs.added + docs.updated + docs.renamed
-        set_cursor(con, repo, DOCS.surface, head, mark, docs_seen)
+        set_cursor(con, repo, DOCS.surface, head, mark, docs.seen)
         set_cursor(con, repo, "git_commits", head, mark, commits.added)
     return GitReport(
         repo=repo,
@@ -140,12 +139,7 @@ def sync_git(
         previous=commits_previous,
         mode=commits_mode,
         shallow=bool(shallow),
-        docs_added=docs.added,
-        docs_updated=docs.updated,
-        docs_removed=docs.removed,
-        docs_renamed=docs.renamed,
-        docs_read=docs.read,
-        docs_skipped=docs.skipped,
+        **docs.report(),
         commits_added=commits.added,
         commits_removed=commits.removed,
         files=commits.files,
@@ -184,8 +178,7 @@ def sync_wiki(
             web_url=web_url,
             now=datetime.now(UTC),
         )
-        seen = pages.added + pages.updated + pages.renamed
-        set_cursor(con, repo, WIKI.surface, head, commit_time(objects, head), seen)
+        set_cursor(con, repo, WIKI.surface, head, commit_time(objects, head), pages.seen)
     return GitReport(
         repo=repo,
         source="wiki",
@@ -194,12 +187,7 @@ def sync_wiki(
         previous=previous,
         mode=mode,
         shallow=bool(shallow),
-        docs_added=pages.added,
-        docs_updated=pages.updated,
-        docs_removed=pages.removed,
-        docs_renamed=pages.renamed,
-        docs_read=pages.read,
-        docs_skipped=pages.skipped,
+        **pages.report(),
         seconds=round(time.perf_counter() - started, 3),
     )
 
