@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ghindex.config import DEFAULT_MODEL
-from ghindex.errors import ConfigError
+from ghindex.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -80,8 +80,8 @@ def _load(source: str):
     try:
         return SentenceTransformer(source, device="cpu")
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
-            f"cannot load embedding model {source!r} ({first}): pass a sentence-transformers "
-            "model name or a local model directory with --model or GHINDEX_MODEL"
+            f"cannot load embedding model {source!r} ({first_line(exc)}): pass a "
+            "sentence-transformers model name or a local model directory with --model or "
+            "GHINDEX_MODEL"
         ) from None

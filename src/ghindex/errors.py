@@ -9,6 +9,13 @@ class GhindexError(Exception):
     """A failure the user can act on."""
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (at most `limit` characters), or its
+    type's name when it has none: the cause, for a one-line error of our own."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip()[:limit] if text else type(exc).__name__
+
+
 class ConfigError(GhindexError):
     """Bad configuration: a flag, an environment variable or ghindex.toml."""
 

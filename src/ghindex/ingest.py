@@ -199,17 +199,14 @@ def _sync_releases(con, client: GraphQLClient, repo: str, say: Progress) -> int:
 def _reconcile(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
     """After complete listings: confirm each missing item with GitHub, then remove it."""
     repo = done.repo
-    fetched_since = {
-        table: con.execute(
-            f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
-            [repo, _run_start(con, repo)],
-        ).fetchall()
-        for table in ("issues", "pull_requests", "discussions")
-    }
+    start = _run_start(con, repo)
     candidates = {
         node_id: (table, handle)
-        for table, rows in fetched_since.items()
-        for handle, node_id in rows
+        for table in ("issues", "pull_requests", "discussions")
+        for handle, node_id in con.execute(
+            f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
+            [repo, start],
+        ).fetchall()
         if node_id
     }
     if not candidates:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ghindex.errors import RerankUnavailable
+from ghindex.errors import RerankUnavailable, first_line
 
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"
@@ -162,11 +162,6 @@ def _source(name: str) -> str:
     return str(path.resolve()) if path.exists() else name
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
-
-
 def _looks_like_path(name: str) -> bool:
     """A hub id is `name` or `owner/name`; anything else can only be a directory."""
     return name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
@@ -209,7 +204,7 @@ def _check_hub(name: str) -> None:
             "check the name, or set GHINDEX_RERANK_MODEL to a local directory"
         ) from None
     except Exception as exc:  # whatever went wrong, the hub cannot serve the model now
-        raise _unavailable_offline(name, f"hub unreachable: {_first_line(exc)}") from None
+        raise _unavailable_offline(name, f"hub unreachable: {first_line(exc)}") from None
 
 
 @cache
@@ -237,7 +232,7 @@ def _load(name: str, max_length: int | None):
             model = load(str(path), local_only=True)
         except (OSError, ValueError) as exc:
             raise RerankUnavailable(
-                f"cannot load cross-encoder model from {name!r} ({_first_line(exc)}): "
+                f"cannot load cross-encoder model from {name!r} ({first_line(exc)}): "
                 "set GHINDEX_RERANK_MODEL to a saved CrossEncoder directory"
             ) from None
     else:
@@ -250,7 +245,7 @@ def _load(name: str, max_length: int | None):
                 model = load(name, local_only=False)
             except (OSError, ValueError) as exc:
                 raise RerankUnavailable(
-                    f"cannot download cross-encoder model {name!r} ({_first_line(exc)}): check "
+                    f"cannot download cross-encoder model {name!r} ({first_line(exc)}): check "
                     "network access, or set GHINDEX_RERANK_MODEL to a local directory"
                 ) from None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from ghindex.errors import GhindexError, StateError
+from ghindex.errors import GhindexError, StateError, first_line
 
 TIMEOUT = 10.0
 
@@ -81,7 +81,7 @@ def run_on(
             f"query: stopped after the {timeout:g} s time limit; narrow it down"
         ) from None
     except duckdb.Error as exc:
-        raise GhindexError(f"query: {str(exc).splitlines()[0]}") from None
+        raise GhindexError(f"query: {first_line(exc)}") from None
     finally:
         timer.cancel()
     return Result(

@@ -95,7 +95,11 @@ def sync_git(
     docs_previous = get_cursor(con, repo, DOCS.surface)
     commits_previous = get_cursor(con, repo, "git_commits")
     docs_mode = classify(git, docs_previous, head, full=full)
-    commits_mode = classify(git, commits_previous, head, full=full)
+    commits_mode = (  # the two cursors move together: usually one answer serves both
+        docs_mode
+        if commits_previous == docs_previous
+        else classify(git, commits_previous, head, full=full)
+    )
     if commits_mode == "reconcile" and shallow:
         raise GitSourceError(
             f"{git.path} is a shallow clone that does not reach the last indexed commit "

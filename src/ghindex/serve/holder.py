@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ghindex.errors import GhindexError
+from ghindex.errors import GhindexError, first_line
 from ghindex.search import Searcher
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class SnapshotHolder:
             pull(self.store, target, snapshot_id=ref.snapshot_id, reuse=reuse)
             self.replace(open_snapshot(target, immutable=True))
         except Exception as exc:  # a failed sync must never stop serving
-            self.sync.last_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.sync.last_error = first_line(exc)
             log.warning("sync failed, still serving %s: %s", self._current_id(), exc)
             return False
         self.sync.last_success, self.sync.last_error = now, None

@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 
 from ghindex import __version__
-from ghindex.errors import SnapshotError, StateError
+from ghindex.errors import SnapshotError, StateError, first_line
 from ghindex.snapshot.layout import (
     FORMAT_VERSION,
     LATEST,
@@ -197,7 +197,7 @@ def _checkpoint(state: Path) -> None:
         con = duckdb.connect(str(state))
     except duckdb.IOException as exc:
         raise StateError(
-            f"cannot open {state} to publish it ({str(exc).splitlines()[0]}): "
+            f"cannot open {state} to publish it ({first_line(exc)}): "
             "wait for the running ghindex command to finish"
         ) from None
     try:

@@ -23,7 +23,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from obstore.store import LocalStore, from_url
 
-from ghindex.errors import ConfigError, SnapshotError
+from ghindex.errors import ConfigError, SnapshotError, first_line
 
 _MISSING = (FileNotFoundError, NotFoundError)
 
@@ -57,7 +57,7 @@ class Store:
             try:
                 self._store = from_url(url, **options)
             except Exception as exc:  # obstore raises its own error types per backend
-                raise ConfigError(f"cannot open store {shown(url)}: {_first_line(exc)}") from None
+                raise ConfigError(f"cannot open store {shown(url)}: {first_line(exc)}") from None
             self.local_root = None
         else:
             raise ConfigError(
@@ -83,7 +83,7 @@ class Store:
         except _MISSING:
             raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
         except OSError as exc:
-            raise SnapshotError(f"cannot write {target}: {_first_line(exc)}") from None
+            raise SnapshotError(f"cannot write {target}: {first_line(exc)}") from None
         except Exception as exc:
             raise self._error("read", path, exc) from None
 
@@ -131,7 +131,7 @@ class Store:
 
     def _error(self, action: str, path: str, exc: Exception) -> SnapshotError:
         return SnapshotError(
-            f"cannot {action} {path} in {shown(self.url)}: {_first_line(exc)} "
+            f"cannot {action} {path} in {shown(self.url)}: {first_line(exc)} "
             "(check the store URL and the credentials in the environment)"
         )
 
@@ -143,8 +143,3 @@ def shown(url: str) -> str:
         return url
     host = parts.hostname or ""
     return f"{parts.scheme}://{host}{parts.path}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -19,7 +19,7 @@ from ghindex.store.conversation import (
     review_comment_handle,
     review_handle,
 )
-from ghindex.store.rows import Node, Row, delete_where_in, insert, nodes_of, now
+from ghindex.store.rows import Node, Row, insert, nodes_of, now
 
 _KEY = ("src", "dst", "kind", "source_handle", "source_field")
 
@@ -89,9 +89,13 @@ def item_links(repo: str, handle: str, node: Node) -> list[Row]:
     return links
 
 
-def replace_item_links(con: duckdb.DuckDBPyConnection, repo: str, handle: str, node: Node) -> None:
-    delete_from_sources(con, [handle])
-    insert(con, "edges", _earliest(item_links(repo, handle, node)))
+def replace_item_links(
+    con: duckdb.DuckDBPyConnection, repo: str, items: Sequence[tuple[str, Node]]
+) -> None:
+    """The links of a page of items, (handle, node) each: one delete, one insert."""
+    delete_from_sources(con, [handle for handle, _node in items])
+    links = [link for handle, node in items for link in item_links(repo, handle, node)]
+    insert(con, "edges", _earliest(links))
 
 
 def replace_release_links(
@@ -112,10 +116,10 @@ def delete_from_sources(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) 
     handles = list(handles)
     if not handles:
         return
-    delete_where_in(con, "edges", "source_handle", handles)
     con.execute(
-        "DELETE FROM edges WHERE list_has_any(?, [regexp_extract(source_handle, '^[^/]+/[^/]+')])",
-        [[h for h in handles if "#" in h]],
+        "DELETE FROM edges WHERE list_contains(?, source_handle) "
+        "OR list_contains(?, regexp_extract(source_handle, '^[^/]+/[^/]+'))",
+        [handles, [h for h in handles if "#" in h]],
     )
 
 

@@ -215,11 +215,11 @@ def _save_thread_children(
     con: duckdb.DuckDBPyConnection, repo: str, kind: str, nodes: Sequence[Node]
 ) -> None:
     """Comments and links of issues, pull requests or discussions read in full."""
-    for node in nodes:
-        handle = issue_handle(repo, node["number"])
+    page = [(issue_handle(repo, node["number"]), node) for node in nodes]
+    for handle, node in page:
         if isinstance(node.get("comments"), dict) and "nodes" in node["comments"]:
             conversation.replace_comments(con, repo, handle, node["number"], kind, node["comments"])
-        edges.replace_item_links(con, repo, handle, node)
+    edges.replace_item_links(con, repo, page)
 
 
 def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> None:

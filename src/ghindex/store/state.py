@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from ghindex.errors import StateError
+from ghindex.errors import StateError, first_line
 
 
 def migrations() -> list[tuple[str, str]]:
@@ -34,7 +34,7 @@ def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnect
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
-        raise StateError(f"cannot open {path}: {_first_line(exc)}") from None
+        raise StateError(f"cannot open {path}: {first_line(exc)}") from None
     con.execute("SET TimeZone = 'UTC'")
     try:
         _migrate(con, path, read_only=read_only)
@@ -87,7 +87,3 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
         with transaction(con):
             con.execute(sql)
             con.execute("INSERT INTO schema_migrations VALUES (?, now())", [name])
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
