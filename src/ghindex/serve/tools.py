@@ -46,8 +46,8 @@ def filters(
         assignees=(assignee,) if assignee else (),
         milestones=(milestone,) if milestone else (),
         path_prefix=path_prefix or None,
-        since=_moment(since),
-        until=_moment(until),
+        since=since,
+        until=until,
     )
 
 
@@ -275,13 +275,3 @@ def _created(snapshot: Snapshot, entities: list[str]) -> dict[str, str]:
 def _tokens(text: str) -> int:
     """Tokens an LLM will count, roughly: four characters each."""
     return (len(text) + 3) // 4
-
-
-def _moment(value: date | datetime | None) -> datetime | None:
-    from datetime import UTC
-
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
