@@ -17,19 +17,9 @@ from typing import Any
 
 from ghindex import index
 from ghindex.errors import IndexUnusable, StateError
+from ghindex.store.rows import replace_from
 from ghindex.store.state import open_state, transaction
 
-# Tables whose rows are not keyed by one handle column: their primary keys.
-_KEYS = {
-    "repos": ("repo",),
-    "labels": ("repo", "name"),
-    "issue_labels": ("handle", "label"),
-    "assignees": ("handle", "login"),
-    "milestones": ("repo", "number"),
-    "sync_state": ("repo", "surface"),
-    "runs": ("run_id",),
-    "edges": ("src", "dst", "kind", "source_handle", "source_field"),
-}
 _SKIP = {"schema_migrations"}
 
 
@@ -53,22 +43,27 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
             raise StateError(f"{shard} is the target workdir itself")
     con = open_state(target / "state.duckdb")
     try:
-        tables = [
-            name
-            for (name,) in con.execute(
-                "SELECT table_name FROM information_schema.tables "
-                "WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+        # every table of the schema has a primary key: a shard's row replaces the one
+        # with the same key, so a repository in two shards ends up once
+        keys = {
+            name: columns
+            for name, columns in con.execute(
+                "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
             ).fetchall()
             if name not in _SKIP
-        ]
+        }
         for number, shard in enumerate(shards):
             open_state(shard / "state.duckdb").close()  # bring the shard's schema up to date
             alias = f"shard{number}"
             con.execute(f"ATTACH '{_quoted(shard / 'state.duckdb')}' AS {alias} (READ_ONLY)")
             try:
                 with transaction(con):
-                    for table in tables:
-                        report.rows[table] = report.rows.get(table, 0) + _copy(con, alias, table)
+                    for table, columns in keys.items():
+                        source = f"{alias}.{table}"
+                        replace_from(con, f"main.{table}", source, columns)
+                        copied = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+                        report.rows[table] = report.rows.get(table, 0) + copied
             finally:
                 con.execute(f"DETACH {alias}")
             report.shards.append(str(shard))
@@ -76,15 +71,6 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
         con.close()
     report.vectors = _merge_caches(target, shards, model)
     return report
-
-
-def _copy(con, alias: str, table: str) -> int:
-    keys = _KEYS.get(table, ("handle",))
-    match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    con.execute(f"DELETE FROM main.{table} t WHERE EXISTS (SELECT 1 FROM {alias}.{table} s "
-                f"WHERE {match})")  # fmt: skip
-    con.execute(f"INSERT INTO main.{table} BY NAME SELECT * FROM {alias}.{table}")
-    return con.execute(f"SELECT count(*) FROM {alias}.{table}").fetchall()[0][0]
 
 
 def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:

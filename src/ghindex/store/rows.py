@@ -23,11 +23,19 @@ def upsert(
     batch = unique(rows, keys)
     con.register("_batch", pa.Table.from_pylist(batch))
     try:
-        match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
-        con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM _batch b WHERE {match})")
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
+        replace_from(con, table, "_batch", keys)
     finally:
         con.unregister("_batch")
+
+
+def replace_from(
+    con: duckdb.DuckDBPyConnection, table: str, source: str, keys: Sequence[str]
+) -> None:
+    """Copy every row of the relation `source` into `table`, replacing rows whose key
+    (`keys`) matches one of them."""
+    match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM {source} s WHERE {match})")
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Row]) -> None:
