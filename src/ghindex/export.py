@@ -41,8 +41,8 @@ def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportR
             options = "FORMAT parquet, OVERWRITE_OR_IGNORE true"
             if split and has_repo:
                 options += ", PARTITION_BY (repo)"
-            con.execute(f"COPY (SELECT * FROM {name}) TO '{_quoted(target)}' ({options})")
-            report.tables[name] = con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+            copy = f"COPY (SELECT * FROM {name}) TO '{_quoted(target)}' ({options})"
+            report.tables[name] = con.execute(copy).fetchone()[0]  # COPY answers its row count
     finally:
         con.close()
     return report
@@ -50,20 +50,11 @@ def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportR
 
 def _relations(con) -> list[tuple[str, bool]]:
     """Every table and view (not the migration log), with whether it has a repo column."""
-    names = con.execute(
-        "SELECT table_name FROM information_schema.tables "
-        "WHERE table_schema = 'main' AND table_name <> 'schema_migrations' ORDER BY 1"
+    return con.execute(
+        "SELECT table_name, bool_or(column_name = 'repo') FROM information_schema.columns "
+        "WHERE table_schema = 'main' AND table_name <> 'schema_migrations' "
+        "GROUP BY table_name ORDER BY 1"
     ).fetchall()
-    found = []
-    for (name,) in names:
-        columns = {
-            c
-            for (c,) in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [name]
-            ).fetchall()
-        }
-        found.append((name, "repo" in columns))
-    return found
 
 
 def _quoted(path: Path) -> str:

@@ -8,6 +8,7 @@ and can be attached to an email or published as a CI artifact.
 from __future__ import annotations
 
 import html
+import statistics
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,18 +79,15 @@ def _page(con) -> str:
         ),
         _section(
             "Time to close an issue",
-            _histogram(_hours(con, "SELECT hours_to_close FROM issue_response_times")),
-            _median(con, "SELECT median(hours_to_close) FROM issue_response_times"),
+            *_distribution(_hours(con, "SELECT hours_to_close FROM issue_response_times")),
         ),
         _section(
             "Time to the first response on an issue",
-            _histogram(_hours(con, "SELECT hours_to_first_response FROM issue_response_times")),
-            _median(con, "SELECT median(hours_to_first_response) FROM issue_response_times"),
+            *_distribution(_hours(con, "SELECT hours_to_first_response FROM issue_response_times")),
         ),
         _section(
             "Pull request review latency (time to the first review)",
-            _histogram(_hours(con, "SELECT hours_to_first_review FROM pr_review_times")),
-            _median(con, "SELECT median(hours_to_first_review) FROM pr_review_times"),
+            *_distribution(_hours(con, "SELECT hours_to_first_review FROM pr_review_times")),
         ),
         _section(
             "Open pull requests awaiting review (oldest first)",
@@ -144,10 +142,15 @@ def _hours(con, sql: str) -> list[float]:
     return [v for (v,) in con.execute(sql).fetchall() if v is not None]
 
 
-def _median(con, sql: str) -> str:
-    value = con.execute(sql).fetchall()[0][0]
-    if value is None:
+def _distribution(values: Sequence[float]) -> tuple[str, str]:
+    """A histogram of durations in hours, and their median in words."""
+    return _histogram(values), _median(values)
+
+
+def _median(values: Sequence[float]) -> str:
+    if not values:
         return "no data yet"
+    value = statistics.median(values)
     if value < 48:
         return f"median {value:.1f} hours"
     return f"median {value / 24:.1f} days"
