@@ -14,7 +14,7 @@ from typing import Any
 
 from ghindex.errors import SnapshotError
 from ghindex.snapshot.layout import Manifest, manifest_path, ref_path
-from ghindex.snapshot.refs import latest_ref, refs
+from ghindex.snapshot.refs import refs
 from ghindex.snapshot.stores import Store, shown
 
 GRACE = timedelta(hours=24)
@@ -40,14 +40,15 @@ def gc(
         raise SnapshotError(f"--keep must be at least 1, not {keep}: the newest snapshot stays")
     now = (now or datetime.now(UTC)).astimezone(UTC)
     report = GcReport(store=shown(store.url))
-    pointer = latest_ref(store)
+    generations = refs(store)  # read before the manifests are listed, as the pointer is
+    pointer = generations[-1] if generations else None
     manifests = {
         entry.path.split("/")[1]: entry
         for entry in store.list("snapshots/")
         if entry.path.endswith("/manifest.json")
     }
     newest_first = sorted(manifests, reverse=True)  # ids sort by creation time
-    published = [r.snapshot_id for r in reversed(refs(store))]  # newest generation first
+    published = [r.snapshot_id for r in reversed(generations)]  # newest generation first
     kept = set(list(dict.fromkeys(published))[:keep])
     if pointer is not None:
         kept.add(pointer.snapshot_id)
@@ -70,7 +71,8 @@ def gc(
             report.blobs_removed += 1
             report.bytes_removed += entry.size
 
-    # Pointer generations of removed snapshots (the newest generation always stays).
+    # Pointer generations of removed snapshots (the newest generation always stays; read
+    # again, since a publish may have added one meanwhile).
     removed = set(report.removed)
     for ref in refs(store)[:-1]:
         if ref.snapshot_id in removed:
