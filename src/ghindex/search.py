@@ -29,6 +29,7 @@ from lancedb.query import MatchQuery
 from ghindex import index
 from ghindex.embed import Embedder
 from ghindex.errors import GhindexError, IndexUnusable
+from ghindex.store.rows import iso_time
 
 if TYPE_CHECKING:
     import duckdb
@@ -561,7 +562,7 @@ def _hit(
         labels=list(row.get("labels") or []),
         author=row.get("author"),
         author_association=row.get("author_association"),
-        updated_at=updated.isoformat().replace("+00:00", "Z") if updated else None,
+        updated_at=iso_time(updated),
         score=round(score, 6),
         dense_rank=dense,
         sparse_rank=sparse,

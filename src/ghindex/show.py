@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from ghindex.graph import UnknownHandle, resolve_handle
+from ghindex.store.rows import iso_time
 
 DEFAULT_MAX_CHARS = 20_000
 
@@ -47,17 +48,13 @@ def _one(con, sql: str, params: list[Any]) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
-
 def _post(row: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """A piece of text and who wrote it."""
     post = {
         "handle": row["handle"],
         "author": row.get("author"),
         "author_association": row.get("author_association"),
-        "created_at": _iso(row.get("created_at")),
+        "created_at": iso_time(row.get("created_at")),
         "url": row.get("url"),
     }
     post.update(extra)
@@ -86,7 +83,7 @@ def _thread(con, handle: str) -> dict[str, Any] | None:
     if kind == "pull_request":
         item.update(
             merged=row.get("merged"),
-            merged_at=_iso(row.get("merged_at")),
+            merged_at=iso_time(row.get("merged_at")),
             draft=row.get("is_draft"),
             base=row.get("base_ref"),
             head=row.get("head_ref"),
@@ -158,7 +155,7 @@ def _release(con, handle: str) -> dict[str, Any] | None:
         "tag": row["tag"],
         "url": row.get("url"),
         "author": row.get("author"),
-        "published_at": _iso(row.get("published_at")),
+        "published_at": iso_time(row.get("published_at")),
         "prerelease": row.get("is_prerelease"),
         "text": row.get("body") or "",
     }
@@ -176,7 +173,7 @@ def _doc(con, handle: str) -> dict[str, Any] | None:
         "path": row.get("path"),
         "url": row.get("url"),
         "commit": row.get("commit_sha"),
-        "last_changed_at": _iso(row.get("last_changed_at")),
+        "last_changed_at": iso_time(row.get("last_changed_at")),
         "text": row.get("body") or "",
     }
 
@@ -194,7 +191,7 @@ def _commit(con, handle: str) -> dict[str, Any] | None:
         "sha": row["sha"],
         "url": row.get("url"),
         "author": row.get("author_login") or row.get("author_name"),
-        "authored_at": _iso(row.get("authored_at")),
+        "authored_at": iso_time(row.get("authored_at")),
         "text": row.get("message") or "",
         "files": [
             {
@@ -239,9 +236,9 @@ def _header(con, row: dict[str, Any], kind: str) -> dict[str, Any]:
         "milestone": row.get("milestone"),
         "author": row.get("author"),
         "author_association": row.get("author_association"),
-        "created_at": _iso(row.get("created_at")),
-        "updated_at": _iso(row.get("updated_at")),
-        "closed_at": _iso(row.get("closed_at")),
+        "created_at": iso_time(row.get("created_at")),
+        "updated_at": iso_time(row.get("updated_at")),
+        "closed_at": iso_time(row.get("closed_at")),
         "text": row.get("body") or "",
     }
 

@@ -32,6 +32,7 @@ import duckdb
 
 from ghindex.errors import GhindexError
 from ghindex.graph.handles import SUB_ITEM, resolve_handle
+from ghindex.store.rows import iso_time
 
 # Strongest first: the order neighbours of one hop are listed in.
 KINDS = (
@@ -65,7 +66,7 @@ class Provenance:
         return {
             "source_handle": self.source_handle,
             "source_field": self.source_field,
-            "created_at": _iso(self.created_at),
+            "created_at": iso_time(self.created_at),
         }
 
 
@@ -251,10 +252,6 @@ def _check_kinds(kinds: Iterable[str] | None) -> list[str] | None:
     if unknown:
         raise GhindexError(f"unknown link kind {unknown[0]!r}: use one of {', '.join(KINDS)}")
     return wanted or None
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
 def _table(found: list[Neighbour]) -> list[str]:

@@ -65,6 +65,11 @@ def github_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def iso_time(value: datetime | None) -> str | None:
+    """The other way: a UTC time as GitHub writes it, 'Z' for '+00:00'."""
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
 def newest_update(nodes: Sequence[Node]) -> datetime | None:
     """The latest `updatedAt` among nodes, or None for no nodes."""
     return max((github_time(n["updatedAt"]) for n in nodes), default=None)
