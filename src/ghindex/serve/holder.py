@@ -23,6 +23,7 @@ from typing import Any
 
 from ghindex.errors import GhindexError, first_line
 from ghindex.search import Searcher
+from ghindex.snapshot.status import age_seconds, created_at
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +50,10 @@ class Snapshot:
 
     @property
     def created_at(self) -> str | None:
-        return self.manifest.get("created_at") or self.manifest.get("built_at")
+        return created_at(self.manifest)
 
     def age_seconds(self) -> int | None:
-        if not self.created_at:
-            return None
-        moment = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
-        return int((datetime.now(UTC) - moment).total_seconds())
+        return age_seconds(self.manifest)
 
     @property
     def state_path(self) -> Path:

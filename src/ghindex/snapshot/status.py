@@ -42,12 +42,21 @@ def store_status(store: Store) -> dict[str, Any]:
     return summary
 
 
+def created_at(body: dict[str, Any]) -> str | None:
+    """When a manifest's snapshot was published, or built if it never was."""
+    return body.get("created_at") or body.get("built_at")
+
+
+def age_seconds(body: dict[str, Any]) -> int | None:
+    """Seconds since `created_at(body)`."""
+    created = created_at(body)
+    if not created:
+        return None
+    return int((datetime.now(UTC) - datetime.fromisoformat(created)).total_seconds())
+
+
 def _summary(body: dict[str, Any], total: int, source: str) -> dict[str, Any]:
-    created = body.get("created_at") or body.get("built_at")
-    age = None
-    if created:
-        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
-        age = int((datetime.now(UTC) - moment).total_seconds())
+    created, age = created_at(body), age_seconds(body)
     return {
         "source": source,
         "snapshot_id": body.get("snapshot_id"),
