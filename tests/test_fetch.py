@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from github_server import issue_node, pull_request_node
@@ -448,6 +449,10 @@ def test_an_org_with_nothing_selected_or_unknown_says_so(github, run):
         "Error: encode has no repositories that the include/exclude/archived/forks settings "
         "select: check them in ghindex.toml\n"
     )
+    store = Path("store")
+    published = run("update", "--org", "encode", "--store", str(store))  # the same for update
+    assert (published.exit_code, published.stderr) == (1, nothing.stderr)
+    assert not store.exists() or not any(store.rglob("*.json"))  # nothing published
     unknown = run("fetch", "--org", "nobody")
     assert unknown.exit_code == 1
     assert unknown.stderr == (

@@ -30,8 +30,8 @@ from typing import Any
 
 import duckdb
 
-from ghindex.config import RepoSelection
-from ghindex.errors import GhindexError
+from ghindex.config import RepoSelection, Settings
+from ghindex.errors import ConfigError, GhindexError
 from ghindex.fetch import listings
 from ghindex.fetch.client import GraphQLClient
 from ghindex.store import cursors, items
@@ -92,6 +92,21 @@ _DESCENDING = (
 def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
     """The repositories of `org` that `select` takes, by name."""
     return [n["nameWithOwner"] for n in listings.owner_repositories(client, org) if select.wants(n)]
+
+
+def chosen_repos(client: GraphQLClient, settings: Settings) -> list[str]:
+    """The repositories a run takes: `repos`, then each of `orgs` as the selection settings
+    choose, each once. An organisation of which nothing is chosen is a mistake to report."""
+    chosen = list(settings.repos)
+    for org in settings.orgs:
+        found = organisation_repos(client, org, settings.select)
+        if not found:
+            raise ConfigError(
+                f"{org} has no repositories that the include/exclude/archived/forks "
+                "settings select: check them in ghindex.toml"
+            )
+        chosen += found
+    return list(dict.fromkeys(chosen))
 
 
 def fetch(

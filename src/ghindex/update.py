@@ -13,7 +13,7 @@ from typing import Any
 from ghindex.build import GitSource, build
 from ghindex.config import Settings
 from ghindex.fetch.client import GraphQLClient
-from ghindex.ingest import fetch, organisation_repos
+from ghindex.ingest import chosen_repos, fetch
 from ghindex.snapshot import Store, publish, pull
 from ghindex.snapshot.refs import latest_ref
 
@@ -32,11 +32,9 @@ def update(
     if latest_ref(store) is not None:
         say("pulling the latest snapshot")
         report["pulled"] = pull(store, settings.workdir).as_dict()
-    repos = list(settings.repos)
-    for org in settings.orgs:
-        repos += organisation_repos(client, org, settings.select)
+    repos = chosen_repos(client, settings)
     report["fetched"] = fetch(
-        settings.state_path, client, list(dict.fromkeys(repos)), full=full, progress=progress
+        settings.state_path, client, repos, full=full, progress=progress
     ).as_dict()
     report["built"] = build(settings, git=git, progress=progress).as_dict()
     say("publishing")

@@ -68,23 +68,14 @@ def fetch(
         )
     token = github_token()
     from ghindex.fetch.client import GraphQLClient
+    from ghindex.ingest import chosen_repos
     from ghindex.ingest import fetch as run_fetch
-    from ghindex.ingest import organisation_repos
 
     with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
-        chosen = list(settings.repos)
-        for org in settings.orgs:
-            found = organisation_repos(client, org, settings.select)
-            if not found:
-                raise click.ClickException(
-                    f"{org} has no repositories that the include/exclude/archived/forks "
-                    "settings select: check them in ghindex.toml"
-                )
-            chosen += found
         report = run_fetch(
             settings.state_path,
             client,
-            list(dict.fromkeys(chosen)),
+            chosen_repos(client, settings),
             full=full,
             progress=progress(not as_json),
         )
