@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import GitSourceError
-from ghindex.gitsource.repo import Git, Objects, Reader, is_sha, rev_list
+from ghindex.gitsource.repo import Git, Objects, Reader, is_sha, read_raw_change, rev_list
 from ghindex.store.rows import insert, upsert
 
 # One file's stored patch is cut at a line end before this many bytes ...
@@ -197,12 +197,8 @@ def _parse_diff_tree(out: Reader) -> Iterator[tuple[str, list[FileChange]]]:
         sha = header.decode()
         raw: list[tuple[bytes, bytes, str, str, str | None]] = []
         while token := out.until(b"\0"):  # an empty token ends the raw part
-            old_mode, new_mode, _, _, status = token[1:].decode().split(" ")
-            first = (out.until(b"\0") or b"").decode("utf-8", "replace")
-            second = None
-            if status[0] in "RC":
-                second = (out.until(b"\0") or b"").decode("utf-8", "replace")
-            raw.append((old_mode.encode(), new_mode.encode(), status, first, second))
+            c = read_raw_change(out, token)
+            raw.append((c.old_mode.encode(), c.new_mode.encode(), c.status, c.path, c.new_path))
         sections: list[_Section] = []
         budget = MAX_COMMIT_PATCH_BYTES
         while (slab := out.lines_before(_NEXT_COMMIT)) is not None:

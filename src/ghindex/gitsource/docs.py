@@ -16,7 +16,7 @@ from urllib.parse import quote
 import duckdb
 
 from ghindex.errors import GitSourceError
-from ghindex.gitsource.repo import Git, Objects, has_commit
+from ghindex.gitsource.repo import Git, Objects, has_commit, read_raw_change
 from ghindex.store.rows import upsert
 
 # Files with these extensions are docs, anywhere in the tree but under node_modules/.
@@ -305,13 +305,12 @@ def _raw_diff(git: Git, old: str, new: str) -> list[tuple[str, str | None, str, 
         while (meta := out.until(b"\0")) is not None:
             if not meta:
                 continue
-            _, new_mode, _, new_blob, status = meta[1:].decode().split(" ")
-            first = (out.until(b"\0") or b"").decode("utf-8", "replace")
-            if status[0] in "RC":
-                second = (out.until(b"\0") or b"").decode("utf-8", "replace")
-                entries.append((status[0], first, second, new_mode, new_blob))
-            else:
-                entries.append((status[0], None, first, new_mode, new_blob))
+            change = read_raw_change(out, meta)
+            old_path, path = (
+                (change.path, change.new_path) if change.new_path is not None
+                else (None, change.path)
+            )  # fmt: skip
+            entries.append((change.status[0], old_path, path, change.new_mode, change.new_blob))
     return entries
 
 

@@ -153,6 +153,29 @@ def _feed(pipe: IO[bytes] | None, lines: Iterable[str]) -> None:
         pass  # git stopped early: the reader side reports it
 
 
+@dataclass(frozen=True)
+class RawChange:
+    """One record of `git diff-tree -z --raw`."""
+
+    old_mode: str
+    new_mode: str
+    new_blob: str
+    status: str  # A, D, M, T, or R/C with a similarity score
+    path: str  # for a rename or copy, the old path
+    new_path: str | None  # for a rename or copy, the new path
+
+
+def read_raw_change(out: Reader, meta: bytes) -> RawChange:
+    """The record whose metadata token (`:old_mode new_mode old_blob new_blob status`)
+    was just read from `out`: reads its path, and a rename's or copy's second path."""
+    old_mode, new_mode, _, new_blob, status = meta[1:].decode().split(" ")
+    path = (out.until(b"\0") or b"").decode("utf-8", "replace")
+    new_path = None
+    if status[0] in "RC":
+        new_path = (out.until(b"\0") or b"").decode("utf-8", "replace")
+    return RawChange(old_mode, new_mode, new_blob, status, path, new_path)
+
+
 class Reader:
     """Buffered reads from git's stdout up to a delimiter."""
 
