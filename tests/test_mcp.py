@@ -39,6 +39,7 @@ from ghindex.errors import GhindexError
 from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools
 from ghindex.snapshot import Store, publish
 from ghindex.snapshot.layout import blob_path
+from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.store import items
 from ghindex.store.state import open_state, transaction
@@ -913,8 +914,9 @@ def test_snapshots_swap_under_load_without_a_failed_call(workdir, isolated):
     assert seen == set(published)
     assert status["snapshot_id"] == published[-1]
     assert status["sync"]["syncs"] == 3
-    # the retired snapshots' directories are gone; only the one being served is left
-    assert sorted(p.name for p in cache.iterdir()) == [published[-1]]
+    # the cache keeps the version served and the one before it; older ones are gone
+    assert sorted(p.name for p in (cache / "snapshots").iterdir()) == published[-2:]
+    assert live_root(cache).name == published[-1]
 
 
 def test_an_empty_store_is_served_once_a_snapshot_is_published(workdir, isolated):
@@ -968,4 +970,4 @@ def test_a_failed_sync_keeps_serving_the_old_snapshot(workdir, isolated):
     assert "fails verification" in status["sync"]["last_error"]
     assert found["snapshot_id"] == first
     assert found["items"][0]["title"] == "Question 7 about plugin loading"
-    assert sorted(p.name for p in cache.iterdir()) == [first]
+    assert sorted(p.name for p in (cache / "snapshots").iterdir()) == [first]

@@ -22,6 +22,7 @@ from ghindex.config import DEFAULT_MODEL
 from ghindex.errors import ConfigError, SnapshotError
 from ghindex.snapshot import Store, gc, publish, pull, stage, store_status
 from ghindex.snapshot.layout import blob_path, manifest_path
+from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 
 
@@ -72,12 +73,14 @@ def workdir(built_template, isolated):
     return target
 
 
-def tree(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every file below `root`."""
+def tree(where: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file of the snapshot in `where` (its current
+    version, as a reader sees it), without ghindex's own bookkeeping files."""
+    root = live_root(where)
     return {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file()
+        if p.is_file() and not p.name.startswith(".")
     }
 
 
@@ -158,7 +161,8 @@ def test_a_corrupt_blob_fails_the_pull_and_keeps_the_old_copy(workdir, store_url
         pull(store, dest)
 
     assert tree(dest) == before
-    assert not list(dest.parent.glob(f".pulled.pull-{second.snapshot_id}"))
+    assert [p.name for p in (dest / "snapshots").iterdir()] == [live_root(dest).name]
+    assert second.snapshot_id not in str(sorted(dest.rglob("*")))
 
 
 def test_a_missing_blob_fails_the_pull(workdir, store_url, isolated):
@@ -169,7 +173,9 @@ def test_a_missing_blob_fails_the_pull(workdir, store_url, isolated):
 
     with pytest.raises(SnapshotError, match="is missing from"):
         pull(store, isolated / "pulled")
-    assert not (isolated / "pulled").exists()
+    # only the lock and an empty versions folder: no snapshot, no staging left behind
+    assert sorted(os.listdir(isolated / "pulled")) == [".ghindex.lock", "snapshots"]
+    assert os.listdir(isolated / "pulled" / "snapshots") == []
 
 
 def test_a_pointer_to_a_missing_manifest_is_a_clear_error(workdir, store_url, isolated):

@@ -21,6 +21,7 @@ import duckdb
 
 from ghindex.errors import SnapshotError
 from ghindex.search import Filters, Hit, Searcher
+from ghindex.snapshot.local import live_root
 
 
 @dataclass
@@ -83,6 +84,7 @@ def open(location: str | Path, *, dest: str | Path | None = None) -> Snapshot:
 
         root = Path(dest or ".ghindex/snapshot")
         pull(Store(text), root)
+    root = live_root(root)
     manifest_path = root / "manifest.json"
     if not manifest_path.exists():
         raise SnapshotError(f"no snapshot in {root}: build, pull or give a store URL")

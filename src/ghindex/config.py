@@ -82,16 +82,23 @@ class Settings:
     select: RepoSelection = field(default_factory=lambda: RepoSelection())
 
     @property
+    def root(self) -> Path:
+        """Where the workdir's current snapshot files are (see snapshot/local.py)."""
+        from ghindex.snapshot.local import live_root
+
+        return live_root(self.workdir)
+
+    @property
     def state_path(self) -> Path:
-        return self.workdir / "state.duckdb"
+        return self.root / "state.duckdb"
 
     @property
     def lance_path(self) -> Path:
-        return self.workdir / "lance"
+        return self.root / "lance"
 
     @property
     def manifest_path(self) -> Path:
-        return self.workdir / "manifest.json"
+        return self.root / "manifest.json"
 
 
 def load_settings(config_path: str | Path | None = None, **flags: object) -> Settings:

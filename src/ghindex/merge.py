@@ -17,6 +17,7 @@ from typing import Any
 
 from ghindex import index
 from ghindex.errors import IndexUnusable, StateError
+from ghindex.snapshot.local import live_root
 from ghindex.store.rows import replace_from
 from ghindex.store.state import open_state, transaction
 
@@ -36,6 +37,7 @@ class MergeReport:
 def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
     """Copy every shard's state and embedding cache into the workdir `target`."""
     report = MergeReport()
+    shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
     for shard in shards:
         if not (shard / "state.duckdb").exists():
             raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")

@@ -8,6 +8,7 @@ moves the pointer last, so an update interrupted anywhere publishes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ghindex.build import GitSource, build
@@ -15,6 +16,7 @@ from ghindex.config import Settings
 from ghindex.fetch.client import GraphQLClient
 from ghindex.ingest import chosen_repos, fetch
 from ghindex.snapshot import Store, publish, pull
+from ghindex.snapshot.local import locked
 from ghindex.snapshot.refs import latest_ref
 
 
@@ -28,15 +30,19 @@ def update(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     say = progress or (lambda _msg: None)
+    # An absolute workdir: the caller's working directory may be inside it.
+    settings = replace(settings, workdir=settings.workdir.absolute())
     report: dict[str, Any] = {"pulled": None}
-    if latest_ref(store) is not None:
-        say("pulling the latest snapshot")
-        report["pulled"] = pull(store, settings.workdir).as_dict()
-    repos = chosen_repos(client, settings)
-    report["fetched"] = fetch(
-        settings.state_path, client, repos, full=full, progress=progress
-    ).as_dict()
-    report["built"] = build(settings, git=git, progress=progress).as_dict()
-    say("publishing")
-    report["published"] = publish(settings.workdir, store).as_dict()
+    with locked(settings.workdir, "update", progress):  # one pull, sync or update at a time
+        ref = latest_ref(store)
+        if ref is not None:
+            say("pulling the latest snapshot")
+            report["pulled"] = pull(store, settings.workdir, ref=ref).as_dict()
+        repos = chosen_repos(client, settings)
+        report["fetched"] = fetch(
+            settings.state_path, client, repos, full=full, progress=progress
+        ).as_dict()
+        report["built"] = build(settings, git=git, progress=progress).as_dict()
+        say("publishing")
+        report["published"] = publish(settings.workdir, store).as_dict()
     return report

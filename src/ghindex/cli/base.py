@@ -117,11 +117,13 @@ def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path
     """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store)."""
     if snapshot and store:
         raise click.UsageError("give --snapshot or --store, not both")
+    from ghindex.snapshot.local import live_root
+
     settings = obj.settings(store=store)
     if snapshot:
-        return Path(snapshot)
+        return live_root(Path(snapshot))
     if settings.store and store:
         from ghindex.snapshot import Store, pull
 
         pull(Store(settings.store), settings.workdir)
-    return settings.workdir
+    return settings.root

@@ -177,7 +177,7 @@ def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: boo
 
     settings = obj.settings(model=model)
     merged = run_merge(
-        settings.workdir, [Path(s) for s in shards], canonical_model_name(settings.model)
+        settings.root, [Path(s) for s in shards], canonical_model_name(settings.model)
     )
     report = run_build(settings, progress=progress(not as_json))
     if as_json:

@@ -324,6 +324,7 @@ def serve(
     from ghindex.serve import SnapshotHolder, open_snapshot, run
     from ghindex.serve.server import check_binding
     from ghindex.snapshot import Store
+    from ghindex.snapshot.local import live_root
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
@@ -338,10 +339,10 @@ def serve(
         holder.sync.store, holder.sync.interval = settings.store, sync_interval
         holder.start()
     else:
-        root = Path(snapshot or settings.workdir).resolve()
+        root = live_root(Path(snapshot or settings.workdir)).resolve()
         # A pulled snapshot is never written to, so its state can stay open; the
         # workdir is where fetch and build write, so it is opened per request.
-        immutable = root != settings.workdir.resolve()
+        immutable = root != settings.root.resolve()
         holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
         run(holder, transport=transport, host=host, port=port, token=token)

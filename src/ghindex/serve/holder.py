@@ -1,11 +1,12 @@
 """The snapshot a server answers from, and how it is replaced while serving.
 
 `SnapshotHolder.use()` hands a request the current snapshot and counts it as in
-use. A sync pulls a newer snapshot into a directory of its own (verifying it, and
-copying unchanged pieces from the current one), opens it, and swaps the holder's
-reference: requests already running finish on the old snapshot, new requests see
-the new one, and the old directory is removed once its last request is done. A
-failed sync changes nothing and is reported by `status`.
+use. A sync pulls a newer snapshot into the cache (a pull destination: a verified
+version directory of its own, unchanged pieces copied from the current one), opens
+it, and swaps the holder's reference: requests already running finish on the old
+snapshot, new requests see the new one. A served version is marked in use, so a pull
+beside it (this server's next sync, or another server sharing the cache) removes it
+only once it is released. A failed sync changes nothing and is reported by `status`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from typing import Any
 
 from ghindex.errors import GhindexError, first_line
 from ghindex.search import Searcher
+from ghindex.snapshot.local import in_use, live_root
 from ghindex.snapshot.status import age_seconds, created_at
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Snapshot:
     searcher: Searcher
     users: int = 0
     retired: bool = False
+    held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     @property
     def snapshot_id(self) -> str | None:
@@ -60,14 +62,23 @@ class Snapshot:
         return self.root / "state.duckdb"
 
 
-def open_snapshot(root: Path, *, immutable: bool = False) -> Snapshot:
-    """Open a snapshot directory. `immutable`: nothing will write to it while it is
-    served (a pulled snapshot, not a workdir), so its state stays open between requests."""
+def open_snapshot(path: Path, *, immutable: bool = False) -> Snapshot:
+    """Open a snapshot directory (its current version, marked in use until closed).
+    `immutable`: nothing will write to it while it is served (a pulled snapshot, not a
+    workdir), so its state stays open between requests."""
+    root = live_root(path)
     manifest_path = root / "manifest.json"
     if not manifest_path.exists():
-        raise NoSnapshot(f"no snapshot in {root}: run `ghindex build` or `ghindex pull` first")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    return Snapshot(root, manifest, Searcher(root / "lance", hold_state=immutable))
+        raise NoSnapshot(f"no snapshot in {path}: run `ghindex build` or `ghindex pull` first")
+    held = contextlib.ExitStack()
+    held.enter_context(in_use(root))
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        searcher = Searcher(root / "lance", hold_state=immutable)
+    except BaseException:
+        held.close()
+        raise
+    return Snapshot(root, manifest, searcher, held=held)
 
 
 @dataclass
@@ -134,10 +145,8 @@ class SnapshotHolder:
                 self.sync.last_success, self.sync.last_error = now, None
                 return False
             assert self.cache is not None
-            target = self.cache / ref.snapshot_id
-            reuse = self.current.root if self.current else None
-            pull(self.store, target, snapshot_id=ref.snapshot_id, reuse=reuse)
-            self.replace(open_snapshot(target, immutable=True))
+            pull(self.store, self.cache, ref=ref, say=log.warning)
+            self.replace(open_snapshot(self.cache, immutable=True))
         except Exception as exc:  # a failed sync must never stop serving
             self.sync.last_error = first_line(exc)
             log.warning("sync failed, still serving %s: %s", self._current_id(), exc)
@@ -148,8 +157,12 @@ class SnapshotHolder:
         return True
 
     def start(self) -> None:
-        """Sync now, then every `interval` seconds in a background thread."""
+        """Sync now, then every `interval` seconds in a background thread. When the store
+        cannot be read, the copy a previous run left in the cache is served meanwhile."""
         self.sync_once()
+        if self.current is None and self.cache is not None:
+            with contextlib.suppress(NoSnapshot, GhindexError, OSError):
+                self.replace(open_snapshot(self.cache, immutable=True))
         self._thread = threading.Thread(target=self._loop, name="ghindex-sync", daemon=True)
         self._thread.start()
 
@@ -163,9 +176,9 @@ class SnapshotHolder:
             self.sync_once()
 
     def _remove(self, snapshot: Snapshot) -> None:
+        """Close a retired snapshot; the next pull into the cache removes its files."""
         snapshot.searcher.close()
-        if self.cache is not None and snapshot.root.parent == self.cache:
-            shutil.rmtree(snapshot.root, ignore_errors=True)
+        snapshot.held.close()
 
     def _current_id(self) -> str | None:
         return self.current.snapshot_id if self.current else None

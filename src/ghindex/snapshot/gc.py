@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ghindex.errors import SnapshotError
-from ghindex.snapshot.layout import Manifest, manifest_path, ref_path
-from ghindex.snapshot.refs import refs
+from ghindex.snapshot.layout import SNAPSHOT_ID_RE, manifest_path, ref_path
+from ghindex.snapshot.refs import read_manifest, refs
 from ghindex.snapshot.stores import Store, shown
 
 GRACE = timedelta(hours=24)
@@ -45,7 +45,8 @@ def gc(
     manifests = {
         entry.path.split("/")[1]: entry
         for entry in store.list("snapshots/")
-        if entry.path.endswith("/manifest.json")
+        if entry.path == manifest_path(entry.path.split("/")[1])
+        and SNAPSHOT_ID_RE.match(entry.path.split("/")[1])  # anything else is not ours
     }
     newest_first = sorted(manifests, reverse=True)  # ids sort by creation time
     published = [r.snapshot_id for r in reversed(generations)]  # newest generation first
@@ -62,8 +63,7 @@ def gc(
 
     needed: set[str] = set()
     for snapshot_id in report.kept:
-        data = store.get(manifest_path(snapshot_id))
-        needed |= Manifest.from_bytes(data, manifest_path(snapshot_id)).blobs()
+        needed |= read_manifest(store, snapshot_id=snapshot_id).blobs()
     for entry in store.list("blobs/"):
         digest = entry.path.rsplit("/", 1)[-1]
         if digest not in needed and now - entry.last_modified >= grace:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,71 @@ PIECE_SIZE = 256 * 1024  # DuckDB writes 256 KiB blocks: a changed block is a ch
 MANIFEST = "manifest.json"
 LATEST = "LATEST"
 REFS = "refs/latest/"
+
+
+# Limits on what a store may declare: everything read from a store is hostile input.
+MAX_POINTER_BYTES = 64 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_FILES = 100_000
+MAX_FILE_BYTES = 1 << 40  # 1 TiB
+MAX_PATH_CHARS = 512
+MAX_PATH_DEPTH = 8
+
+SNAPSHOT_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}$")
+_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+# One path segment: ASCII letters, digits, '_', '.', '=', '-', not starting with a dot
+# (so never '.', '..' or a hidden name), which also rules out look-alikes of '..'.
+_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,254}$")
+STATE_FILE = "state.duckdb"
+INDEX_DIR = "lance"
+# What a snapshot directory holds at its top level, and nothing else.
+SNAPSHOT_NAMES = (STATE_FILE, INDEX_DIR, MANIFEST)
+
+
+def check_snapshot_id(value: object, where: str) -> str:
+    """A snapshot id as the publisher writes it; anything else is refused."""
+    if not isinstance(value, str) or not SNAPSHOT_ID_RE.match(value):
+        raise damaged(f"{where} names an invalid snapshot id {_quoted(value)}")
+    return value
+
+
+def check_digest(value: object, where: str) -> str:
+    if not isinstance(value, str) or not _HEX64_RE.match(value):
+        raise damaged(f"{where} has an invalid sha256 {_quoted(value)}")
+    return value
+
+
+def check_file_path(value: object, where: str) -> str:
+    """A path a manifest lists: the state file or a file below `lance/`, relative, plain
+    ASCII segments, never `..`, an absolute part, a backslash or a NUL."""
+    if not isinstance(value, str):
+        raise damaged(f"{where} names a file by a {type(value).__name__}, not a path")
+    parts = value.split("/")
+    safe = (
+        0 < len(value) <= MAX_PATH_CHARS
+        and len(parts) <= MAX_PATH_DEPTH
+        and all(_SEGMENT_RE.match(part) for part in parts)
+        and (value == STATE_FILE or (parts[0] == INDEX_DIR and len(parts) > 1))
+    )
+    if not safe:
+        raise SnapshotError(f"{where} names a file outside the snapshot: {_quoted(value)}")
+    return value
+
+
+def damaged(what: str) -> SnapshotError:
+    """A refusal of something read from a store."""
+    return SnapshotError(f"{what}: the store is damaged")
+
+
+def _quoted(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _count(value: object, limit: int, what: str, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise damaged(f"{where} declares {what} {_quoted(value)}, outside 0..{limit:,}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -53,9 +119,34 @@ class FileEntry:
         }
 
     @classmethod
-    def from_dict(cls, value: dict[str, Any]) -> FileEntry:
-        pieces = tuple(Piece(p["sha256"], int(p["size"])) for p in value["pieces"])
-        return cls(value["path"], int(value["size"]), value["sha256"], pieces)
+    def from_dict(cls, value: object, where: str) -> FileEntry:
+        """Read and check one manifest entry: a safe path, sizes within the limits, and
+        pieces of PIECE_SIZE (the last one shorter) that add up to the file's size."""
+        if not isinstance(value, dict):
+            raise damaged(f"{where} lists a file that is not an object")
+        path = check_file_path(value.get("path"), where)
+        at = f"{where} ({path})"
+        size = _count(value.get("size"), MAX_FILE_BYTES, "a file size", at)
+        sha256 = check_digest(value.get("sha256"), at)
+        raw = value.get("pieces")
+        expected = max(1, -(-size // PIECE_SIZE))
+        if not isinstance(raw, list) or len(raw) != expected:
+            raise SnapshotError(
+                f"{at} declares pieces that do not add up to its size {size:,}: "
+                "the store is damaged"
+            )
+        pieces = []
+        for index, piece in enumerate(raw):
+            if not isinstance(piece, dict):
+                raise damaged(f"{at} lists a piece that is not an object")
+            want = min(PIECE_SIZE, size - index * PIECE_SIZE)
+            if piece.get("size") != want or isinstance(piece.get("size"), bool):
+                raise SnapshotError(
+                    f"{at} declares pieces that do not add up to its size {size:,}: "
+                    "the store is damaged"
+                )
+            pieces.append(Piece(check_digest(piece.get("sha256"), at), want))
+        return cls(path, size, sha256, tuple(pieces))
 
 
 @dataclass(frozen=True)
@@ -73,6 +164,30 @@ class Ref:
             "created_at": self.created_at,
         }
 
+    @classmethod
+    def from_bytes(cls, data: bytes, generation: int, where: str) -> Ref:
+        """Read and check a pointer generation named `generation` in the store."""
+        try:
+            value = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SnapshotError(f"{where} is not a ghindex pointer ({exc})") from None
+        if not isinstance(value, dict):
+            raise SnapshotError(f"{where} is not a ghindex pointer (not an object)")
+        if value.get("generation") != generation or isinstance(value.get("generation"), bool):
+            raise SnapshotError(
+                f"{where} says it is generation {_quoted(value.get('generation'))}: "
+                "the store is damaged"
+            )
+        created = value.get("created_at")
+        if not isinstance(created, str) or len(created) > 64:
+            raise SnapshotError(f"{where} has no valid created_at: the store is damaged")
+        return cls(
+            generation,
+            check_snapshot_id(value.get("snapshot_id"), where),
+            check_digest(value.get("manifest_sha256"), where),
+            created,
+        )
+
 
 @dataclass
 class Manifest:
@@ -80,6 +195,7 @@ class Manifest:
 
     body: dict[str, Any]
     files: list[FileEntry] = field(default_factory=list)
+    raw: bytes = b""  # the bytes it was read from, when it was read
 
     @property
     def snapshot_id(self) -> str:
@@ -94,20 +210,48 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str) -> Manifest:
+        """Read and check a manifest: version, id, and every file entry (see FileEntry)."""
         try:
             document = json.loads(data)
-            files = [FileEntry.from_dict(f) for f in document.pop("files")]
-            version = document["format_version"]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:
             raise SnapshotError(
                 f"{where} is not a ghindex manifest ({exc}): the store is damaged"
             ) from None
+        if not isinstance(document, dict) or not isinstance(document.get("files"), list):
+            raise SnapshotError(
+                f"{where} is not a ghindex manifest (no list of files): the store is damaged"
+            )
+        version = document.get("format_version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise SnapshotError(
+                f"{where} has an invalid format version {_quoted(version)}: the store is damaged"
+            )
         if version > FORMAT_VERSION:
             raise SnapshotError(
                 f"{where} has format version {version}, newer than this ghindex reads "
                 f"({FORMAT_VERSION}): upgrade ghindex"
             )
-        return cls(document, files)
+        check_snapshot_id(document.get("snapshot_id"), where)
+        raw = document.pop("files")
+        if len(raw) > MAX_FILES:
+            raise SnapshotError(
+                f"{where} lists {len(raw):,} files, more than {MAX_FILES:,}: the store is damaged"
+            )
+        files = [FileEntry.from_dict(entry, where) for entry in raw]
+        seen: dict[str, str] = {}
+        for entry in files:  # a file listed twice, also as a look-alike on a case-blind disk
+            key = entry.path.casefold()
+            if key in seen:
+                raise SnapshotError(f"{where} lists {entry.path!r} twice: the store is damaged")
+            seen[key] = entry.path
+        folders = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
+        clash = sorted(folders & set(seen))
+        if clash:
+            raise SnapshotError(
+                f"{where} lists {seen[clash[0]]!r} both as a file and as a folder: "
+                "the store is damaged"
+            )
+        return cls(document, files, data)
 
 
 def blob_path(sha256: str) -> str:
@@ -129,15 +273,33 @@ def new_snapshot_id(now: datetime | None = None) -> str:
 
 
 def snapshot_files(root: Path) -> list[Path]:
-    """The files a snapshot of `root` holds: the state database and the index."""
+    """The files a snapshot of `root` holds: the state database and the index.
+
+    Refuses what a snapshot never holds instead of publishing it: a symlink, something
+    that is not a regular file, or a name the layout does not allow (see
+    `check_file_path`, the rule a reader applies to every manifest)."""
     found = []
-    state = root / "state.duckdb"
+    state = root / STATE_FILE
+    if state.is_symlink() or (state.exists() and not state.is_file()):
+        raise SnapshotError(f"{state} is not a regular file: a snapshot holds no links")
     if state.exists():
         found.append(state)
-    lance = root / "lance"
-    if lance.exists():
-        found.extend(p for p in sorted(lance.rglob("*")) if p.is_file())
-    return found
+    lance = root / INDEX_DIR
+    if lance.is_symlink():
+        raise SnapshotError(f"{lance} is a symlink: a snapshot holds no links")
+    index_files = []
+    for folder, dirs, names in os.walk(lance):
+        for name in sorted(dirs + names):
+            path = Path(folder) / name
+            where = relative(root, path)
+            if path.is_symlink():
+                raise SnapshotError(f"{path} is a symlink: a snapshot holds no links")
+            check_file_path(where, str(root))
+            if name in names:
+                if not path.is_file():
+                    raise SnapshotError(f"{path} is not a regular file: remove it and build again")
+                index_files.append(path)
+    return found + sorted(index_files)
 
 
 def hash_file(path: Path, relative: str) -> FileEntry:

@@ -42,6 +42,7 @@ from ghindex.snapshot.layout import (
     relative,
     snapshot_files,
 )
+from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
 
@@ -107,6 +108,7 @@ class Staged:
 def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged:
     """Upload the manifest and every missing blob of a new snapshot of `workdir`."""
     started = time.perf_counter()
+    workdir = live_root(workdir)
     build_manifest = _build_manifest(workdir)
     _checkpoint(workdir / "state.duckdb")
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]

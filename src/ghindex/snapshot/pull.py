@@ -1,11 +1,12 @@
-"""`ghindex pull`: download a snapshot, verify every byte, swap it into place.
+"""`ghindex pull`: download a snapshot, verify every byte, switch to it atomically.
 
-Files are assembled in a staging directory beside the destination. A piece whose
-sha256 the local copy already holds (an unchanged Lance file, an unchanged stretch
-of the DuckDB file) is copied from disk instead of downloaded. Every piece and
-every file is checked against the manifest; any mismatch or missing blob fails the
-pull, removes the staging directory and leaves the destination untouched. Only
-then is the destination replaced, by renames.
+A store is hostile input: the pointer, the manifest and every blob are checked before
+they are used (names, ids, sizes: see `layout.py`), and memory stays bounded by one
+piece whatever the store claims. The snapshot is assembled in a staging directory
+inside the destination, taking pieces the current copy already holds from disk and
+downloading the rest; every piece and every file is checked against the manifest. Only
+then does the destination switch to it, by one rename (see `local.py`). Anything that
+fails leaves the destination as it was; nothing outside it is ever written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,20 @@ from ghindex.snapshot.layout import (
     PIECE_SIZE,
     FileEntry,
     Manifest,
+    Ref,
     blob_path,
-    fsync_dir,
     hash_file,
     relative,
     snapshot_files,
+)
+from ghindex.snapshot.local import (
+    Destination,
+    free_bytes,
+    live_root,
+    locked,
+    stamp_matches,
+    step,
+    write_stamp,
 )
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
@@ -51,127 +62,142 @@ class PullReport:
 
 
 def pull(
-    store: Store, dest: Path, *, snapshot_id: str | None = None, reuse: Path | None = None
+    store: Store,
+    dest: Path,
+    *,
+    snapshot_id: str | None = None,
+    ref: Ref | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> PullReport:
-    """Bring a snapshot into `dest`; pieces found in `dest` (or in `reuse`, another local
-    snapshot) are copied from disk instead of downloaded."""
+    """Bring a snapshot (the latest, `snapshot_id`, or the one `ref` names) into `dest`.
+    Pieces the current copy in `dest` holds are copied from disk, not downloaded."""
     started = time.perf_counter()
-    ref = latest_ref(store)
-    if ref is None and snapshot_id is None:
-        raise SnapshotError(f"{shown(store.url)} holds no snapshot yet: publish one first")
-    manifest = read_manifest(store, ref, snapshot_id)
-    report = PullReport(
-        snapshot_id=manifest.snapshot_id,
-        store=shown(store.url),
-        dest=str(dest),
-        files=len(manifest.files),
-        bytes=sum(f.size for f in manifest.files),
-        bytes_downloaded=0,
-        bytes_reused=0,
-        unchanged=False,
-        seconds=0.0,
-    )
-    if _already_there(dest, manifest):
-        report.unchanged = True
-        report.bytes_reused = report.bytes
-        report.seconds = round(time.perf_counter() - started, 3)
-        return report
-
-    dest = dest.resolve()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = dest.parent / f".{dest.name}.pull-{manifest.snapshot_id}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        local = _local_pieces(reuse if reuse is not None else dest)
-        for entry in manifest.files:
-            downloaded, reused = _assemble(store, entry, staging / entry.path, local)
-            report.bytes_downloaded += downloaded
-            report.bytes_reused += reused
-        (staging / MANIFEST).write_bytes(manifest.to_bytes())
-        _swap(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    target = Destination(dest)
+    target.check_usable()
+    with locked(target.path, "pull", say):
+        target.check_usable()
+        target.repair()
+        target.clear_staging()
+        if snapshot_id is None and ref is None:
+            ref = latest_ref(store)
+            if ref is None:
+                raise SnapshotError(f"{shown(store.url)} holds no snapshot yet: publish one first")
+        wanted = snapshot_id or (ref.snapshot_id if ref else "")
+        report = PullReport(wanted, shown(store.url), str(target.path), 0, 0, 0, 0, False, 0.0)
+        here = _present(target.path, wanted, ref if snapshot_id is None else None)
+        if here is not None:  # nothing new: one pointer read, no manifest, no blob
+            report.files, report.bytes = len(here.files), sum(f.size for f in here.files)
+            report.unchanged, report.bytes_reused = True, report.bytes
+        else:
+            _fetch(store, target, read_manifest(store, ref, snapshot_id), report)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
-def _already_there(dest: Path, manifest: Manifest) -> bool:
-    """The destination holds exactly this snapshot (checked by size and hash)."""
-    path = dest / MANIFEST
-    if not path.exists():
-        return False
+def _fetch(store: Store, target: Destination, manifest: Manifest, report: PullReport) -> None:
+    report.files = len(manifest.files)
+    report.bytes = sum(f.size for f in manifest.files)
+    free = free_bytes(target.path)
+    if report.bytes > free:
+        raise SnapshotError(
+            f"snapshot {manifest.snapshot_id} of {shown(store.url)} needs {report.bytes:,} "
+            f"bytes and {target.path} has {free:,} free: free some space or pull elsewhere"
+        )
+    local = _local_pieces(live_root(target.path))
+    staging = target.incoming()
+    step("staging made")
     try:
-        here = Manifest.from_bytes(path.read_bytes(), str(path))
-    except SnapshotError:
-        return False
-    if here.body.get("snapshot_id") != manifest.snapshot_id:
-        return False
-    present = {relative(dest, p): p for p in snapshot_files(dest)}
-    if set(present) != {f.path for f in manifest.files}:
-        return False
-    return all(hash_file(present[f.path], f.path).sha256 == f.sha256 for f in manifest.files)
+        for entry in manifest.files:
+            downloaded, reused = _assemble(store, entry, staging, local)
+            report.bytes_downloaded += downloaded
+            report.bytes_reused += reused
+            step(f"assembled {entry.path}")
+        (staging / MANIFEST).write_bytes(manifest.raw or manifest.to_bytes())
+        write_stamp(staging, [MANIFEST, *(f.path for f in manifest.files)])
+        step("manifest written")
+        target.install(staging, manifest.snapshot_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
-def _local_pieces(dest: Path) -> dict[str, tuple[Path, int]]:
-    """Pieces the current local copy holds: sha256 -> (file, offset)."""
+def _present(dest: Path, snapshot_id: str, ref: Ref | None) -> Manifest | None:
+    """The manifest of `dest`'s current copy when it is exactly this snapshot, unchanged
+    since it was verified (its manifest's checksum is the pointer's, when there is one)."""
+    root = live_root(dest)
+    try:
+        data = (root / MANIFEST).read_bytes()
+        here = Manifest.from_bytes(data, str(root / MANIFEST))
+    except (OSError, SnapshotError):
+        return None
+    if here.snapshot_id != snapshot_id:
+        return None
+    if ref is not None and hashlib.sha256(data).hexdigest() != ref.manifest_sha256:
+        return None
+    if not stamp_matches(root, [MANIFEST, *(f.path for f in here.files)]):
+        return None
+    return here
+
+
+def _local_pieces(root: Path) -> dict[str, tuple[Path, int]]:
+    """Pieces the current local copy should hold: sha256 -> (file, offset). Taken from
+    its manifest where it has one (each piece is verified when copied anyway), else by
+    hashing its files."""
     found: dict[str, tuple[Path, int]] = {}
-    if not dest.exists():
-        return found
-    for path in snapshot_files(dest):
-        entry = hash_file(path, relative(dest, path))
+    try:
+        listed = Manifest.from_bytes((root / MANIFEST).read_bytes(), str(root)).files
+    except (OSError, SnapshotError):
+        try:
+            listed = [hash_file(p, relative(root, p)) for p in snapshot_files(root)]
+        except (OSError, SnapshotError):
+            return found
+    for entry in listed:
         for index, piece in enumerate(entry.pieces):
-            found.setdefault(piece.sha256, (path, index * PIECE_SIZE))
+            found.setdefault(piece.sha256, (root / entry.path, index * PIECE_SIZE))
     return found
 
 
 def _assemble(
-    store: Store, entry: FileEntry, target: Path, local: dict[str, tuple[Path, int]]
+    store: Store, entry: FileEntry, staging: Path, local: dict[str, tuple[Path, int]]
 ) -> tuple[int, int]:
+    """Write one file of the snapshot into `staging`, one verified piece at a time."""
+    target = staging / entry.path
     target.parent.mkdir(parents=True, exist_ok=True)
     whole = hashlib.sha256()
     downloaded = reused = 0
-    with open(target, "wb") as out:
+    with open(target, "xb") as out:
         for piece in entry.pieces:
-            source = local.get(piece.sha256)
-            if source is not None:
-                with open(source[0], "rb") as handle:
-                    handle.seek(source[1])
-                    data = handle.read(piece.size)
+            data = _local_piece(local.get(piece.sha256), piece.size, piece.sha256)
+            if data is not None:
                 reused += piece.size
             else:
-                data = store.get(blob_path(piece.sha256))
+                data = store.get(blob_path(piece.sha256), piece.size)
                 downloaded += len(data)
-            if len(data) != piece.size or hashlib.sha256(data).hexdigest() != piece.sha256:
-                raise SnapshotError(
-                    f"{entry.path}: a piece from {shown(store.url)} fails verification "
-                    f"(sha256 {piece.sha256[:12]}…): the store is damaged; nothing was changed "
-                    "locally"
-                )
+                if len(data) != piece.size or hashlib.sha256(data).hexdigest() != piece.sha256:
+                    raise SnapshotError(
+                        f"{entry.path}: blob {piece.sha256[:12]}… from {shown(store.url)} fails "
+                        "verification: the store is damaged; nothing was changed locally"
+                    )
             whole.update(data)
             out.write(data)
         out.flush()
         os.fsync(out.fileno())
-    if whole.hexdigest() != entry.sha256 or target.stat().st_size != entry.size:
+    if whole.hexdigest() != entry.sha256:
         raise SnapshotError(
-            f"{entry.path} fails verification against the manifest: the store is damaged; "
-            "nothing was changed locally"
+            f"{entry.path} from {shown(store.url)} fails verification against the manifest: "
+            "the store is damaged; nothing was changed locally"
         )
     return downloaded, reused
 
 
-def _swap(staging: Path, dest: Path) -> None:
-    """Put `staging` where `dest` is; keep what `dest` holds besides the snapshot."""
-    if dest.exists():
-        snapshot_names = {"state.duckdb", "state.duckdb.wal", "lance", MANIFEST}
-        for item in dest.iterdir():
-            if item.name not in snapshot_names and not (staging / item.name).exists():
-                item.rename(staging / item.name)
-        retired = dest.parent / f".{dest.name}.old-{os.getpid()}-{time.time_ns()}"
-        dest.rename(retired)
-        staging.rename(dest)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        staging.rename(dest)
-    fsync_dir(dest.parent)
+def _local_piece(source: tuple[Path, int] | None, size: int, sha256: str) -> bytes | None:
+    """A piece read from the local copy, if it is really there."""
+    if source is None:
+        return None
+    try:
+        with open(source[0], "rb") as handle:
+            handle.seek(source[1])
+            data = handle.read(size)
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == sha256 else None

@@ -1,40 +1,56 @@
-"""Reading the pointer and manifests of a store."""
+"""Reading the pointer and manifests of a store, checked as the hostile input they are."""
 
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 
 from ghindex.errors import SnapshotError
-from ghindex.snapshot.layout import REFS, Manifest, Ref, manifest_path
+from ghindex.snapshot.layout import (
+    MAX_MANIFEST_BYTES,
+    MAX_POINTER_BYTES,
+    REFS,
+    Manifest,
+    Ref,
+    check_snapshot_id,
+    manifest_path,
+)
 from ghindex.snapshot.stores import Store, shown
+
+_GENERATION_RE = re.compile(r"^\d{1,18}\.json$")
+
+
+def _generations(store: Store) -> dict[int, str]:
+    """Pointer generation -> its path; names that are not a generation are ignored."""
+    found = {}
+    for entry in store.list(REFS):
+        name = entry.path.rsplit("/", 1)[-1]
+        if entry.path == REFS + name and _GENERATION_RE.match(name):
+            found[int(name[:-5])] = entry.path
+    return found
 
 
 def refs(store: Store) -> list[Ref]:
     """Every pointer generation, oldest first."""
-    found = []
-    for entry in store.list(REFS):
-        name = entry.path.rsplit("/", 1)[-1]
-        if not name.endswith(".json") or not name[:-5].isdigit():
-            continue
-        found.append(_parse_ref(store, entry.path))
-    return sorted(found, key=lambda r: r.generation)
+    return [_read_ref(store, g, p) for g, p in sorted(_generations(store).items())]
 
 
 def latest_ref(store: Store) -> Ref | None:
     """The newest generation of the pointer, or None for an empty store."""
-    paths = [e.path for e in store.list(REFS) if e.path.rsplit("/", 1)[-1][:-5].isdigit()]
-    if not paths:
+    generations = _generations(store)
+    if not generations:
         return None
-    newest = max(paths, key=lambda p: int(p.rsplit("/", 1)[-1][:-5]))
-    return _parse_ref(store, newest)
+    newest = max(generations)
+    return _read_ref(store, newest, generations[newest])
 
 
 def read_manifest(store: Store, ref: Ref | None = None, snapshot_id: str | None = None) -> Manifest:
-    """A snapshot's manifest, checked against the pointer when one is given."""
+    """A snapshot's manifest, checked: against the pointer's checksum when one is given,
+    and always against the id it was asked for."""
     wanted = snapshot_id or (ref.snapshot_id if ref else None)
     if wanted is None:
         raise SnapshotError(f"{shown(store.url)} holds no snapshot yet: publish one first")
+    check_snapshot_id(wanted, "--snapshot" if snapshot_id else f"the pointer of {shown(store.url)}")
     path = manifest_path(wanted)
     if store.head(path) is None:
         if ref is not None and snapshot_id is None:
@@ -43,26 +59,23 @@ def read_manifest(store: Store, ref: Ref | None = None, snapshot_id: str | None 
                 "missing: the store is damaged; publish again, or pull an older --snapshot"
             )
         raise SnapshotError(f"no snapshot {wanted} in {shown(store.url)}: check the id")
-    data = store.get(path)
+    data = store.get(path, MAX_MANIFEST_BYTES)
     checked = ref is not None and wanted == ref.snapshot_id
     if checked and hashlib.sha256(data).hexdigest() != ref.manifest_sha256:
         raise SnapshotError(
             f"the manifest of snapshot {wanted} does not match the pointer's checksum: "
             "the store is damaged; publish again"
         )
-    return Manifest.from_bytes(data, f"{shown(store.url)}/{path}")
-
-
-def _parse_ref(store: Store, path: str) -> Ref:
-    try:
-        value = json.loads(store.get(path))
-        return Ref(
-            int(value["generation"]),
-            value["snapshot_id"],
-            value["manifest_sha256"],
-            value["created_at"],
-        )
-    except (ValueError, KeyError, TypeError) as exc:
+    where = f"{shown(store.url)}/{path}"
+    manifest = Manifest.from_bytes(data, where)
+    if manifest.snapshot_id != wanted:
         raise SnapshotError(
-            f"{path} in {shown(store.url)} is not a ghindex pointer ({exc})"
-        ) from None
+            f"{where} says it is snapshot {manifest.snapshot_id}, not {wanted}: "
+            "the store is damaged"
+        )
+    return manifest
+
+
+def _read_ref(store: Store, generation: int, path: str) -> Ref:
+    data = store.get(path, MAX_POINTER_BYTES)
+    return Ref.from_bytes(data, generation, f"{path} in {shown(store.url)}")

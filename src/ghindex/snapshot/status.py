@@ -9,15 +9,17 @@ from typing import Any
 
 from ghindex.errors import SnapshotError
 from ghindex.snapshot.layout import MANIFEST, Manifest
+from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
 
 
-def local_status(root: Path) -> dict[str, Any]:
+def local_status(given: Path) -> dict[str, Any]:
+    root = live_root(given)
     path = root / MANIFEST
     if not path.exists():
         raise SnapshotError(
-            f"no snapshot or build in {root}: run `ghindex build` or `ghindex pull`"
+            f"no snapshot or build in {given}: run `ghindex build` or `ghindex pull`"
         )
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
@@ -29,7 +31,7 @@ def local_status(root: Path) -> dict[str, Any]:
         if files
         else sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     )
-    return _summary(body, total, source=str(root))
+    return _summary(body, total, source=str(given))
 
 
 def store_status(store: Store) -> dict[str, Any]:

@@ -27,6 +27,8 @@ from ghindex.errors import ConfigError, SnapshotError, first_line
 
 _MISSING = (FileNotFoundError, NotFoundError)
 
+_CHUNK = 64 * 1024  # bytes read at a time from a store
+
 SCHEMES = ("file", "s3", "gs", "az", "azure", "abfs", "abfss")
 
 
@@ -65,27 +67,31 @@ class Store:
                 "file://, s3://, gs:// or az://"
             )
 
-    def get(self, path: str) -> bytes:
-        try:
-            return bytes(obstore.get(self._store, path).bytes())
-        except _MISSING:
-            raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
-        except Exception as exc:
-            raise self._error("read", path, exc) from None
-
-    def get_to_file(self, path: str, target: Path) -> None:
-        """Stream an object into a local file."""
+    def get(self, path: str, limit: int) -> bytes:
+        """An object's bytes, refused as soon as it proves longer than `limit`: what a
+        store says about sizes is not trusted, so memory stays bounded by the limit."""
         try:
             result = obstore.get(self._store, path)
-            with open(target, "wb") as out:
-                for chunk in result:
-                    out.write(chunk)
+            if int(result.meta["size"]) > limit:
+                raise self._too_large(path, limit)
+            data = bytearray()
+            for chunk in result.stream(min_chunk_size=_CHUNK):
+                data += chunk
+                if len(data) > limit:
+                    raise self._too_large(path, limit)
+        except SnapshotError:
+            raise
         except _MISSING:
             raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
-        except OSError as exc:
-            raise SnapshotError(f"cannot write {target}: {first_line(exc)}") from None
         except Exception as exc:
             raise self._error("read", path, exc) from None
+        return bytes(data)
+
+    def _too_large(self, path: str, limit: int) -> SnapshotError:
+        return SnapshotError(
+            f"{path} in {shown(self.url)} is larger than the {limit:,} bytes it may be: "
+            "the store is damaged"
+        )
 
     def put(self, path: str, data: bytes | Path, *, create_only: bool = False) -> bool:
         """Write an object (bytes, or a local file streamed); with `create_only`, return
