@@ -6,11 +6,12 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ghindex.search import SearchResponse
+if TYPE_CHECKING:  # importing search loads lancedb (over a second): keep it out of --help
+    from ghindex.search import SearchResponse
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -16,7 +16,7 @@ from ghindex.config import Settings
 from ghindex.fetch.client import GraphQLClient
 from ghindex.ingest import chosen_repos, fetch
 from ghindex.snapshot import Store, publish, pull
-from ghindex.snapshot.local import locked
+from ghindex.snapshot.local import absolute, locked
 from ghindex.snapshot.refs import latest_ref
 
 
@@ -31,7 +31,7 @@ def update(
 ) -> dict[str, Any]:
     say = progress or (lambda _msg: None)
     # An absolute workdir: the caller's working directory may be inside it.
-    settings = replace(settings, workdir=settings.workdir.absolute())
+    settings = replace(settings, workdir=absolute(settings.workdir))
     report: dict[str, Any] = {"pulled": None}
     with locked(settings.workdir, "update", progress):  # one pull, sync or update at a time
         ref = latest_ref(store)

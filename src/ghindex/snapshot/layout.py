@@ -294,7 +294,13 @@ def snapshot_files(root: Path) -> list[Path]:
             where = relative(root, path)
             if path.is_symlink():
                 raise SnapshotError(f"{path} is a symlink: a snapshot holds no links")
-            check_file_path(where, str(root))
+            try:
+                check_file_path(where, str(root))
+            except SnapshotError:
+                raise SnapshotError(
+                    f"{path} is not part of a snapshot (names are letters, digits, '_.=-', "
+                    "not starting with a dot): remove it and build again"
+                ) from None
             if name in names:
                 if not path.is_file():
                     raise SnapshotError(f"{path} is not a regular file: remove it and build again")

@@ -59,6 +59,11 @@ except ImportError:  # pragma: no cover - Windows: one writer at a time is up to
     fcntl = None  # type: ignore[assignment]
 
 
+def absolute(path: Path) -> Path:
+    """`path` from the root, `..` folded away: the caller may stand anywhere, even inside."""
+    return Path(os.path.abspath(path))
+
+
 def live_root(path: Path) -> Path:
     """The directory holding `path`'s current snapshot: the version `current` names,
     resolved once (so one reader sees one version), or `path` itself."""
@@ -97,7 +102,7 @@ _held: dict[Path, int] = {}  # destinations this process holds the lock of -> de
 def locked(dest: Path, what: str, say: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold DEST's lock: pulls, syncs and updates on one destination take turns. A
     second one says what it waits for. Re-entrant within a process (update → pull)."""
-    dest = dest.absolute()
+    dest = absolute(dest)
     if dest in _held:
         _held[dest] += 1
         try:
@@ -167,7 +172,7 @@ class Destination:
     """A directory snapshots are pulled into. Call its methods under `locked(path)`."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path.absolute()
+        self.path = absolute(path)
         self.versions = self.path / VERSIONS
 
     def check_usable(self) -> None:
@@ -245,11 +250,12 @@ class Destination:
         fsync_dir(self.path)
 
     def clear_staging(self) -> None:
-        """Remove what interrupted pulls left (never a version directory)."""
+        """Remove what interrupted pulls left: staging, and a workdir's own files once
+        retired (never a version directory)."""
         if not self.versions.is_dir():
             return
         for item in self.versions.iterdir():
-            if item.name.startswith(INCOMING) and not _busy(item):
+            if item.name.startswith((INCOMING, RETIRED)) and not _busy(item):
                 shutil.rmtree(item, ignore_errors=True)
 
     def _clean(self, keep: set[Path | None]) -> None:
