@@ -4,7 +4,9 @@ Builds a workdir of ~50k chunks through ghindex's own build (state database, chu
 table, FTS index), publishes it to a local S3 protocol server (moto, 127.0.0.1),
 changes 1% of the issues, rebuilds, publishes again, and pulls into a directory
 that holds the first snapshot. Then it times a full `pull` into an empty directory
-against a plain recursive download of the same objects with boto3, side by side.
+against a plain recursive download of the same objects with boto3, side by side; the
+peak resident memory of a real `ghindex pull` process doing the same; and a pull
+with nothing new (time, and the store requests it makes).
 
 Embedding 50k chunks would take most of an hour on 2 cores, and what is measured
 here does not depend on the vectors' values: the embedding cache is seeded with
@@ -19,8 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,6 +138,7 @@ def main() -> None:
         # full pull into an empty directory vs a plain download of the same objects
         latest = read_manifest(store, latest_ref(store))
         keys = sorted(f"ghindex/{blob_path(sha)}" for sha in latest.blobs())
+        latest_bytes = sum(f.size for f in latest.files)
         pulls, copies = [], []
         for round_ in range(args.rounds):
             target = tmp / f"pull-{round_}"
@@ -150,6 +155,33 @@ def main() -> None:
                 (pulls if name == "pull" else copies).append(timed(step))
             shutil.rmtree(target)
             shutil.rmtree(plain)
+        # peak memory of a real `ghindex pull` process, a full pull of the snapshot
+        peak_mib = []
+        for round_ in range(args.rounds):
+            target = tmp / f"rss-{round_}"
+            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            done = subprocess.run(
+                [sys.executable, "-m", "ghindex", "pull", "--store", "s3://bench/ghindex",
+                 "--dest", str(target)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            peak_mib.append(max(after, before) / 1024)  # ru_maxrss is KiB on Linux
+            shutil.rmtree(target)
+
+        # a pull with nothing new: its time and every request it makes of the store
+        calls: dict[str, int] = {}
+        for method in ("get", "head", "list"):
+            original = getattr(Store, method)
+
+            def counted(self, *a, _original=original, _name=method, **k):
+                calls[_name] = calls.get(_name, 0) + 1
+                return _original(self, *a, **k)
+
+            setattr(Store, method, counted)
+        idle = [timed(lambda: pull(store, reader)) for _ in range(args.rounds * 3)]
+        idle_calls = {k: v // (args.rounds * 3) for k, v in calls.items()}
         store_bytes = sum(
             obj["Size"]
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench")
@@ -174,6 +206,14 @@ def main() -> None:
     print(f"| `ghindex pull` (verify + swap) | {statistics.median(pulls):.2f} |")
     print(f"| boto3 download of the same blobs, one by one | {statistics.median(copies):.2f} |")
     print(f"| ratio | {statistics.median(pulls) / statistics.median(copies):.2f}× |")
+    print("\n| `ghindex pull` process | value |")
+    print("|---|---:|")
+    print(f"| peak resident memory, full pull of {latest_bytes:,} bytes (max of "
+          f"{args.rounds}) | {max(peak_mib):.0f} MiB |")  # fmt: skip
+    idle_ms = statistics.median(idle) * 1000
+    print(f"| pull with nothing new, median of {len(idle)} | {idle_ms:.1f} ms |")
+    print(f"| store requests of a pull with nothing new | "
+          f"{', '.join(f'{n} {k}' for k, n in sorted(idle_calls.items()))} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -62,17 +62,19 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
 @click.option(
     "--dest",
     type=click.Path(file_okay=False),
-    help="Where to put the snapshot (default: WORKDIR). It is replaced as a whole.",
+    help="Where to put the snapshot (default: WORKDIR). Versions live in DEST/snapshots/; "
+    "DEST/current names the one in use; other files in DEST are left alone.",
 )
 @click.option("--snapshot", "snapshot_id", metavar="ID", help="A snapshot id (default: latest).")
 @json_option
 @click.pass_obj
 def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | None,
          as_json: bool) -> None:  # fmt: skip
-    """Download a snapshot, verify every file, and swap it into place.
+    """Download a snapshot, verify every file, and switch to it atomically.
 
-    Files the destination already holds are not downloaded again. A damaged or
-    incomplete snapshot fails the pull and leaves the destination as it was.
+    Files the destination already holds are not downloaded again. Everything read
+    from the store is checked first: a damaged, incomplete or crafted snapshot fails
+    the pull and leaves the destination as it was. One pull at a time per DEST.
 
     \b
     Example:
