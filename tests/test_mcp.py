@@ -921,6 +921,7 @@ def test_snapshots_swap_under_load_without_a_failed_call(workdir, isolated):
 
 def test_an_empty_store_is_served_once_a_snapshot_is_published(workdir, isolated):
     store = Store(str(isolated / "store"))
+    store.create()  # empty, not missing
     holder = SnapshotHolder(store=store, cache=isolated / "serve", interval=300)
     holder.start()
     server = create_server(holder)

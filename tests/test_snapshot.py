@@ -262,8 +262,22 @@ def test_a_store_url_with_an_unknown_scheme_is_a_clear_error(run):
 
 
 def test_pull_from_an_empty_store_says_so(store_url, isolated):
+    Store(store_url).create()
     with pytest.raises(SnapshotError, match="holds no snapshot yet: publish one first"):
         pull(Store(store_url), isolated / "pulled")
+
+
+@pytest.mark.parametrize("command", ["pull", "status", "gc"])
+def test_a_store_path_that_does_not_exist_is_a_typo_not_an_empty_store(command, run, isolated):
+    missing = isolated / "no-such-store"
+
+    result = run(command, "--store", str(missing))
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: store {missing} is not a directory: check the path (publish creates it)\n"
+    )
+    assert not missing.exists()
 
 
 def test_cli_publish_pull_status_and_search_from_the_store(workdir, store_url, run, isolated):

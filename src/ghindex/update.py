@@ -33,6 +33,7 @@ def update(
     # An absolute workdir: the caller's working directory may be inside it.
     settings = replace(settings, workdir=absolute(settings.workdir))
     report: dict[str, Any] = {"pulled": None}
+    store.create()
     with locked(settings.workdir, "update", progress):  # one pull, sync or update at a time
         ref = latest_ref(store)
         if ref is not None:

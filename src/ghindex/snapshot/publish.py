@@ -109,6 +109,7 @@ def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged
     """Upload the manifest and every missing blob of a new snapshot of `workdir`."""
     started = time.perf_counter()
     workdir = live_root(workdir)
+    store.create()
     build_manifest = _build_manifest(workdir)
     _checkpoint(workdir / "state.duckdb")
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]

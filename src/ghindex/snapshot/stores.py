@@ -46,18 +46,18 @@ class Store:
         self.url = url
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
+        self._local: LocalStore | None = None
+        self._remote: Any = None
         if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
-            root = Path(parts.path if scheme == "file" else url).expanduser()
-            root.mkdir(parents=True, exist_ok=True)
-            self._store = LocalStore(str(root.resolve()))
-            self.local_root: Path | None = root.resolve()
+            root = Path(parts.path if scheme == "file" else url).expanduser().resolve()
+            self.local_root: Path | None = root
         elif scheme in SCHEMES:
             options: dict[str, Any] = {}
             endpoint = os.environ.get("AWS_ENDPOINT_URL") if scheme == "s3" else None
             if endpoint and endpoint.startswith("http://"):
                 options["client_options"] = {"allow_http": True}
             try:
-                self._store = from_url(url, **options)
+                self._remote = from_url(url, **options)
             except Exception as exc:  # obstore raises its own error types per backend
                 raise ConfigError(f"cannot open store {shown(url)}: {first_line(exc)}") from None
             self.local_root = None
@@ -67,11 +67,31 @@ class Store:
                 "file://, s3://, gs:// or az://"
             )
 
+    @property
+    def _store(self) -> Any:
+        """The backend. A local directory that does not exist is an error for a reader
+        (a typo is reported as one, not as an empty store) and is made by a writer."""
+        if self.local_root is None:
+            return self._remote
+        if self._local is None:
+            if not self.local_root.is_dir():
+                raise ConfigError(
+                    f"store {self.url} is not a directory: check the path (publish creates it)"
+                )
+            self._local = LocalStore(str(self.local_root))
+        return self._local
+
+    def create(self) -> None:
+        """Make a local store's directory (a publisher's first step); nothing remote."""
+        if self.local_root is not None:
+            self.local_root.mkdir(parents=True, exist_ok=True)
+
     def get(self, path: str, limit: int) -> bytes:
         """An object's bytes, refused as soon as it proves longer than `limit`: what a
         store says about sizes is not trusted, so memory stays bounded by the limit."""
+        backend = self._store
         try:
-            result = obstore.get(self._store, path)
+            result = obstore.get(backend, path)
             if int(result.meta["size"]) > limit:
                 raise self._too_large(path, limit)
             data = bytearray()
@@ -97,8 +117,9 @@ class Store:
         """Write an object (bytes, or a local file streamed); with `create_only`, return
         False instead of overwriting an object that exists."""
         mode = "create" if create_only else "overwrite"
+        backend = self._store
         try:
-            obstore.put(self._store, path, data, mode=mode)
+            obstore.put(backend, path, data, mode=mode)
         except (AlreadyExistsError, PreconditionError, FileExistsError):
             if create_only:
                 return False
@@ -108,8 +129,9 @@ class Store:
         return True
 
     def head(self, path: str) -> Entry | None:
+        backend = self._store
         try:
-            meta = obstore.head(self._store, path)
+            meta = obstore.head(backend, path)
         except _MISSING:
             return None
         except Exception as exc:
@@ -117,9 +139,10 @@ class Store:
         return Entry(path, int(meta["size"]), meta["last_modified"])
 
     def list(self, prefix: str) -> list[Entry]:
+        backend = self._store
         try:
             found = []
-            for batch in obstore.list(self._store, prefix=prefix):
+            for batch in obstore.list(backend, prefix=prefix):
                 found.extend(Entry(m["path"], int(m["size"]), m["last_modified"]) for m in batch)
         except _MISSING:
             return []
@@ -128,8 +151,9 @@ class Store:
         return sorted(found, key=lambda e: e.path)
 
     def delete(self, path: str) -> None:
+        backend = self._store
         try:
-            obstore.delete(self._store, path)
+            obstore.delete(backend, path)
         except _MISSING:
             return
         except Exception as exc:
