@@ -161,7 +161,7 @@ def test_a_waiting_pull_says_what_it_waits_for(two_snapshots, isolated):
         )  # fmt: skip
         first = waiting.stderr.readline()
         assert waiting.poll() is None  # still waiting while the lock is held
-    out, _ = waiting.communicate(timeout=120)
+    waiting.communicate(timeout=120)
     assert first == f"waiting for ghindex update (pid {os.getpid()}) to finish with {dest}\n"
     assert waiting.returncode == 0
     assert readable(dest, two["counts"]) == two["new"]

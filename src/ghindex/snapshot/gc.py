@@ -46,7 +46,7 @@ def gc(
         entry.path.split("/")[1]: entry
         for entry in store.list("snapshots/")
         if entry.path == manifest_path(entry.path.split("/")[1])
-        and SNAPSHOT_ID_RE.match(entry.path.split("/")[1])  # anything else is not ours
+        and SNAPSHOT_ID_RE.fullmatch(entry.path.split("/")[1])  # anything else is not ours
     }
     newest_first = sorted(manifests, reverse=True)  # ids sort by creation time
     published = [r.snapshot_id for r in reversed(generations)]  # newest generation first

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ghindex.errors import SnapshotError
+from ghindex.errors import SnapshotError, first_line
 
 FORMAT_VERSION = 1
 PIECE_SIZE = 256 * 1024  # DuckDB writes 256 KiB blocks: a changed block is a changed piece
@@ -40,11 +40,12 @@ MAX_FILE_BYTES = 1 << 40  # 1 TiB
 MAX_PATH_CHARS = 512
 MAX_PATH_DEPTH = 8
 
-SNAPSHOT_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}$")
-_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+# Matched whole (fullmatch: a trailing newline is no match) and ASCII only.
+SNAPSHOT_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z-[0-9a-f]{8}", re.ASCII)
+_HEX64_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # One path segment: ASCII letters, digits, '_', '.', '=', '-', not starting with a dot
 # (so never '.', '..' or a hidden name), which also rules out look-alikes of '..'.
-_SEGMENT_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,254}$")
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]{0,254}", re.ASCII)
 STATE_FILE = "state.duckdb"
 INDEX_DIR = "lance"
 # What a snapshot directory holds at its top level, and nothing else.
@@ -53,13 +54,13 @@ SNAPSHOT_NAMES = (STATE_FILE, INDEX_DIR, MANIFEST)
 
 def check_snapshot_id(value: object, where: str) -> str:
     """A snapshot id as the publisher writes it; anything else is refused."""
-    if not isinstance(value, str) or not SNAPSHOT_ID_RE.match(value):
+    if not isinstance(value, str) or not SNAPSHOT_ID_RE.fullmatch(value):
         raise damaged(f"{where} names an invalid snapshot id {_quoted(value)}")
     return value
 
 
 def check_digest(value: object, where: str) -> str:
-    if not isinstance(value, str) or not _HEX64_RE.match(value):
+    if not isinstance(value, str) or not _HEX64_RE.fullmatch(value):
         raise damaged(f"{where} has an invalid sha256 {_quoted(value)}")
     return value
 
@@ -73,7 +74,7 @@ def check_file_path(value: object, where: str) -> str:
     safe = (
         0 < len(value) <= MAX_PATH_CHARS
         and len(parts) <= MAX_PATH_DEPTH
-        and all(_SEGMENT_RE.match(part) for part in parts)
+        and all(_SEGMENT_RE.fullmatch(part) for part in parts)
         and (value == STATE_FILE or (parts[0] == INDEX_DIR and len(parts) > 1))
     )
     if not safe:
@@ -169,8 +170,8 @@ class Ref:
         """Read and check a pointer generation named `generation` in the store."""
         try:
             value = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SnapshotError(f"{where} is not a ghindex pointer ({exc})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise SnapshotError(f"{where} is not a ghindex pointer ({first_line(exc)})") from None
         if not isinstance(value, dict):
             raise SnapshotError(f"{where} is not a ghindex pointer (not an object)")
         if value.get("generation") != generation or isinstance(value.get("generation"), bool):
@@ -213,10 +214,8 @@ class Manifest:
         """Read and check a manifest: version, id, and every file entry (see FileEntry)."""
         try:
             document = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SnapshotError(
-                f"{where} is not a ghindex manifest ({exc}): the store is damaged"
-            ) from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise damaged(f"{where} is not a ghindex manifest ({first_line(exc)})") from None
         if not isinstance(document, dict) or not isinstance(document.get("files"), list):
             raise SnapshotError(
                 f"{where} is not a ghindex manifest (no list of files): the store is damaged"
@@ -245,6 +244,8 @@ class Manifest:
                 raise SnapshotError(f"{where} lists {entry.path!r} twice: the store is damaged")
             seen[key] = entry.path
         folders = {"/".join(p.split("/")[:i]) for p in seen for i in range(1, p.count("/") + 1)}
+        if STATE_FILE not in seen:
+            raise damaged(f"{where} lists no {STATE_FILE}")
         clash = sorted(folders & set(seen))
         if clash:
             raise SnapshotError(

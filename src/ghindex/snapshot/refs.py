@@ -17,7 +17,7 @@ from ghindex.snapshot.layout import (
 )
 from ghindex.snapshot.stores import Store, shown
 
-_GENERATION_RE = re.compile(r"^\d{1,18}\.json$")
+_GENERATION_RE = re.compile(r"[0-9]{1,18}\.json", re.ASCII)
 
 
 def _generations(store: Store) -> dict[int, str]:
@@ -25,7 +25,7 @@ def _generations(store: Store) -> dict[int, str]:
     found = {}
     for entry in store.list(REFS):
         name = entry.path.rsplit("/", 1)[-1]
-        if entry.path == REFS + name and _GENERATION_RE.match(name):
+        if entry.path == REFS + name and _GENERATION_RE.fullmatch(name):
             found[int(name[:-5])] = entry.path
     return found
 
