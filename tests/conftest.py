@@ -4,6 +4,7 @@ environment, so no ghindex.toml, token or workdir of the developer leaks in."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -50,6 +51,35 @@ def run():
         return runner.invoke(cli, list(args), catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A real S3 protocol server (moto) on 127.0.0.1 for the whole session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_store_url(moto_endpoint, monkeypatch):
+    """A fresh bucket on the moto server, with ghindex's environment pointed at it."""
+    import boto3
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": moto_endpoint,
+    }.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"ghindex-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/snapshots"
 
 
 @pytest.fixture(scope="session")

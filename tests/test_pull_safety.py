@@ -260,3 +260,44 @@ def test_update_works_from_inside_its_own_workdir(github, isolated, monkeypatch,
     con = duckdb.connect(str(work / "state.duckdb"), read_only=True)
     assert con.execute("SELECT title FROM issues").fetchall() == [("One, edited",)]
     con.close()
+
+
+@pytest.mark.parametrize("craft", ["escape", "oversized-blob"])
+def test_a_hostile_snapshot_on_s3_is_refused_too(two_snapshots, craft, s3_store_url, isolated):
+    from ghindex.snapshot.layout import PIECE_SIZE, blob_path, manifest_path, new_snapshot_id
+    from ghindex.snapshot.refs import latest_ref
+
+    store = Store(s3_store_url)
+    publish(two_snapshots["flat"], store)
+    dest = isolated / "dest"
+    good = pull(store, dest)
+    canary = isolated / "canary.txt"
+    canary.write_text("untouched")
+    old = json.loads((live_root(dest) / MANIFEST).read_text())
+    piece = os.urandom(PIECE_SIZE)
+    digest = hashlib.sha256(piece).hexdigest()
+    if craft == "escape":
+        path, expected = "../canary.txt", "names a file outside the snapshot: '../canary.txt'"
+        store.put(blob_path(digest), piece)
+    else:
+        path, expected = "lance/big.bin", f"{blob_path(digest)} in {s3_store_url}"
+        store.put(blob_path(digest), piece * 12)  # 3 MiB where one 256 KiB piece is declared
+    entry = {"path": path, "size": PIECE_SIZE, "sha256": digest,
+             "pieces": [{"sha256": digest, "size": PIECE_SIZE}]}  # fmt: skip
+    snapshot_id = new_snapshot_id()
+    body = json.dumps({**old, "snapshot_id": snapshot_id, "files": [*old["files"], entry]})
+    store.put(manifest_path(snapshot_id), body.encode())
+    pointer = {"generation": 2, "snapshot_id": snapshot_id, "created_at": "2026-12-01T00:00:00",
+               "manifest_sha256": hashlib.sha256(body.encode()).hexdigest()}  # fmt: skip
+    store.put("refs/latest/000000000002.json", json.dumps(pointer).encode())
+    assert latest_ref(store).snapshot_id == snapshot_id
+
+    with pytest.raises(SnapshotError) as refused:
+        pull(store, dest)
+
+    assert expected in str(refused.value) and "\n" not in str(refused.value)
+    if craft == "oversized-blob":
+        assert str(refused.value).endswith("is larger than the 262,144 bytes it may be: "
+                                           "the store is damaged")  # fmt: skip
+    assert canary.read_text() == "untouched"
+    assert readable(dest, {good.snapshot_id: 5}) == good.snapshot_id

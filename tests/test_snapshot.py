@@ -7,14 +7,11 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import boto3
 import pytest
 from github_server import issue_node
-from moto.server import ThreadedMotoServer
 from state import settings_for, store_issues
 
 from ghindex.build import build
@@ -26,31 +23,12 @@ from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture(params=["local", "s3"])
-def store_url(request, isolated, monkeypatch):
+def store_url(request, isolated):
     """A fresh, empty store on each backend."""
     if request.param == "local":
         return str(isolated / "store")
-    endpoint = request.getfixturevalue("moto_endpoint")
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
-    }.items():
-        monkeypatch.setenv(name, value)
-    bucket = f"ghindex-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/snapshots"
+    return request.getfixturevalue("s3_store_url")
 
 
 @pytest.fixture(scope="session")
