@@ -36,6 +36,22 @@ def settings_for(path, model=DEFAULT_MODEL):
     return Settings(workdir=path, graphql_url="", model=model)
 
 
+def built_workdir(path, count, *, topics=7, repeat=20):
+    """A workdir at `path` holding `count` issues, fetched and built (embedded for real)."""
+    from github_server import issue_node
+
+    from ghindex.build import build
+
+    settings = settings_for(path)
+    store_issues(settings, [
+        issue_node(n, title=f"Issue {n} about topic {n % topics}",
+                   body=f"Details of issue {n}. " + "More words here. " * repeat)
+        for n in range(1, count + 1)
+    ])  # fmt: skip
+    build(settings)
+    return path
+
+
 def store_issues(settings, nodes, repo="octo/hello"):
     """Save fixture issue nodes as a fetch would (nested connections complete)."""
     con = open_state(settings.state_path)

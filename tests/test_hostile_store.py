@@ -25,10 +25,8 @@ from typing import Any
 
 import duckdb
 import pytest
-from github_server import issue_node
-from state import settings_for, store_issues
+from state import built_workdir
 
-from ghindex.build import build
 from ghindex.errors import SnapshotError
 from ghindex.serve import SnapshotHolder
 from ghindex.snapshot import Store, publish, pull
@@ -49,14 +47,8 @@ LOCK = ".ghindex.lock"  # its text names the pid of the last pull that held it
 @pytest.fixture(scope="session")
 def small_template(tmp_path_factory):
     """A workdir with a few issues, fetched state and a built index (embedded once)."""
-    settings = settings_for(tmp_path_factory.mktemp("hostile-template") / "work")
-    store_issues(settings, [
-        issue_node(n, title=f"Issue {n} about topic {n % 3}",
-                   body=f"Details of issue {n}. " + "More words here. " * 10)
-        for n in range(1, ISSUES + 1)
-    ])  # fmt: skip
-    build(settings)
-    return settings.workdir
+    work = tmp_path_factory.mktemp("hostile-template") / "work"
+    return built_workdir(work, ISSUES, topics=3, repeat=10)
 
 
 def sha(data: bytes) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from github_server import issue_node
-from state import settings_for, store_issues
+from state import built_workdir, settings_for, store_issues
 
 from ghindex.build import build
 from ghindex.config import DEFAULT_MODEL
@@ -34,14 +34,7 @@ def store_url(request, isolated):
 @pytest.fixture(scope="session")
 def built_template(tmp_path_factory):
     """A workdir with 40 issues, fetched state and a built index (embedded once)."""
-    settings = settings_for(tmp_path_factory.mktemp("template") / "work")
-    store_issues(settings, [
-        issue_node(n, title=f"Issue {n} about topic {n % 7}",
-                   body=f"Details of issue {n}. " + "More words here. " * 20)
-        for n in range(1, 41)
-    ])  # fmt: skip
-    build(settings)
-    return settings.workdir
+    return built_workdir(tmp_path_factory.mktemp("template") / "work", 40)
 
 
 @pytest.fixture
