@@ -28,7 +28,6 @@ asks it, so they all see the same version.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import secrets
@@ -309,9 +308,5 @@ def _signature(path: Path) -> list[Any]:
 
 
 def free_bytes(path: Path) -> int:
-    try:
-        return shutil.disk_usage(path).free
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return free_bytes(path.parent)
-        raise
+    """Free space where `path` (an existing directory: the destination) lives."""
+    return shutil.disk_usage(path).free
