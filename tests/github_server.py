@@ -13,6 +13,13 @@ dicts on the server instance, shaped exactly like the GraphQL response nodes.
 Only what ghindex asks for is implemented: ``rateLimit``, ``repository`` and its
 ``issues``/``pullRequests`` connections. Everything below a node is served straight from the
 fixture dicts (nested connections such as ``labels`` are ``{"nodes": [...]}`` dicts).
+
+Where GitHub's behaviour is known, the server copies it, unkind parts included; each case
+is listed in docs/github-behaviour.md with its source: node ids that no longer resolve
+(``NOT_FOUND`` in ``errors`` with null in ``data``), ids and surfaces the token may not read
+(``FORBIDDEN``), partial answers, the 500,000-node limit checked before execution, the
+execution timeout (``timeout_above_nodes``), ``RESOURCE_LIMITS_EXCEEDED``, rate limits, and
+repositories that follow renames.
 """
 
 from __future__ import annotations
@@ -64,6 +71,13 @@ from graphql import (
 SCHEMA_PATH = Path(__file__).parent / "github_schema" / "schema.graphql"
 DOCS_URL = "https://docs.github.com/graphql"
 PAGE_LIMIT = 100  # GitHub's maximum for `first`/`last`
+NODE_LIMIT = 500_000  # GitHub's maximum of possible nodes per query
+TIMEOUT_MESSAGE = (
+    "Something went wrong while executing your query. This may be the result of a timeout, "
+    "or it could be a GitHub bug. Please include `0400:3F2A:1B2C3D:4E5F60:65A1B2C3` when "
+    "reporting this issue."
+)
+NOT_ACCESSIBLE = "Resource not accessible by integration"
 DEFAULT_TOKEN = "ghp_test_token"
 
 _JSON = "application/json; charset=utf-8"
@@ -72,6 +86,7 @@ _PULLS = "__test_server_pull_requests"
 _DISCUSSIONS = "__test_server_discussions"
 _RELEASES = "__test_server_releases"
 _OWNED = "__test_server_owned_repositories"
+_STATUS = "__test_server_http_status"  # an answer's HTTP status, when not 200
 
 
 # --------------------------------------------------------------------------- schema
@@ -261,6 +276,53 @@ def _pagination_problems(
     return visitor.problems
 
 
+def node_count(document: DocumentNode | str, variables: Mapping[str, Any] | None = None) -> int:
+    """The possible nodes of a query as GitHub counts them for its 500,000 limit: each
+    connection's `first`/`last` times those of every connection around it, summed
+    (docs.github.com, "Rate limits and query limits for the GraphQL API", node limit).
+    Type branches (`... on Issue`, `... on PullRequest`) all count."""
+    if isinstance(document, str):
+        document = parse_document(document)
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    values: dict[str, Any] = {}
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    for operation in operations:
+        for var in operation.variable_definitions or ():
+            if var.default_value is not None:
+                values[var.variable.name.value] = value_from_ast_untyped(var.default_value)
+    values.update(variables or {})
+
+    def size(node: FieldNode) -> int | None:
+        for argument in node.arguments or ():
+            if argument.name.value in ("first", "last"):
+                if isinstance(argument.value, VariableNode):
+                    value = values.get(argument.value.name.value)
+                else:
+                    value = value_from_ast(argument.value, GraphQLInt)
+                return value if isinstance(value, int) else None
+        return None
+
+    def walk(selections: SelectionSetNode | None, multiplier: int) -> int:
+        total = 0
+        for selection in selections.selections if selections else ():
+            if isinstance(selection, FieldNode):
+                n = size(selection)
+                if n is None:
+                    total += walk(selection.selection_set, multiplier)
+                else:
+                    total += multiplier * n + walk(selection.selection_set, multiplier * n)
+            elif isinstance(selection, InlineFragmentNode):
+                total += walk(selection.selection_set, multiplier)
+            elif isinstance(selection, FragmentSpreadNode):
+                fragment = fragments.get(selection.name.value)
+                total += walk(fragment.selection_set if fragment else None, multiplier)
+        return total
+
+    return sum(walk(operation.selection_set, 1) for operation in operations)
+
+
 def connection_errors(
     schema: GraphQLSchema,
     document: DocumentNode | str,
@@ -318,7 +380,7 @@ def _resolve_rate_limit(_root: Any, info: Any, dryRun: bool = False) -> dict[str
 def _resolve_repository(
     _root: Any, info: Any, owner: str, name: str, followRenames: bool = True
 ) -> dict[str, Any]:
-    entry = _server(info).find_repo(owner, name)
+    entry = _server(info).find_repo(owner, name, follow_renames=followRenames)
     if entry is None:
         raise GitHubAPIError(
             f"Could not resolve to a Repository with the name '{owner}/{name}'.", "NOT_FOUND"
@@ -370,7 +432,14 @@ def _resolve_issues(
                 return False
         return True
 
+    _refuse(_info, repository, "issues")
     return _connection(repository[_ISSUES], keep, orderBy, first, after, last, before)
+
+
+def _refuse(info: Any, repository: Mapping[str, Any], field: str) -> None:
+    """GitHub's answer to a token without the permission for a surface: FORBIDDEN there."""
+    if (repository["nameWithOwner"], field) in _server(info).refused_fields:
+        raise GitHubAPIError(NOT_ACCESSIBLE, "FORBIDDEN")
 
 
 def _resolve_pull_requests(
@@ -395,6 +464,7 @@ def _resolve_pull_requests(
             return False
         return headRefName is None or node["headRefName"] == headRefName
 
+    _refuse(_info, repository, "pullRequests")
     return _connection(repository[_PULLS], keep, orderBy, first, after, last, before)
 
 
@@ -415,6 +485,7 @@ def _resolve_discussions(
             return False
         return answered is None or (node.get("answer") is not None) == answered
 
+    _refuse(_info, repository, "discussions")
     return _connection(repository[_DISCUSSIONS], keep, orderBy, first, after, last, before)
 
 
@@ -427,6 +498,7 @@ def _resolve_releases(
     before: str | None = None,
     orderBy: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    _refuse(_info, repository, "releases")
     return _connection(
         repository[_RELEASES], lambda _node: True, orderBy, first, after, last, before
     )
@@ -472,12 +544,28 @@ def _resolve_owner_repositories(
 
 
 def _resolve_node(_root: Any, info: Any, id: str) -> dict[str, Any] | None:
-    return _server(info).node_index().get(id)
+    found = _lookup(_server(info), _server(info).node_index(), id)
+    if isinstance(found, Exception):
+        raise found
+    return found
 
 
-def _resolve_nodes(_root: Any, info: Any, ids: list[str]) -> list[dict[str, Any] | None]:
-    index = _server(info).node_index()
-    return [index.get(node_id) for node_id in ids]
+def _resolve_nodes(_root: Any, info: Any, ids: list[str]) -> list[Any]:
+    # An exception in the list becomes null at that index plus an error at ["nodes", N],
+    # which is what GitHub answers for each id it cannot resolve.
+    server = _server(info)
+    index = server.node_index()
+    return [_lookup(server, index, node_id) for node_id in ids]
+
+
+def _lookup(server: GitHubServer, index: Mapping[str, Any], node_id: str) -> Any:
+    if node_id in server.forbidden_ids:
+        return GitHubAPIError(NOT_ACCESSIBLE, "FORBIDDEN")
+    if node_id not in index:
+        return GitHubAPIError(
+            f"Could not resolve to a node with the global id of '{node_id}'", "NOT_FOUND"
+        )
+    return index[node_id]
 
 
 def _upper_snake(name: str) -> str:
@@ -491,6 +579,10 @@ def _resolve_field(source: Any, info: Any, **args: Any) -> Any:
     ``comments``, ``timelineItems``...) as a list of nodes or as ``{"nodes": [...]}``;
     ``first``/``after``/``last``/``before`` and ``itemTypes`` then apply as on GitHub.
     """
+    if isinstance(source, Mapping) and source.get("id"):
+        failure = _server(info).broken_fields.get((source["id"], info.field_name))
+        if failure is not None:
+            raise GitHubAPIError(*failure)
     value = default_field_resolver(source, info, **args)
     named = get_named_type(info.return_type)
     if not (isinstance(named, GraphQLObjectType) and named.name.endswith("Connection")):
@@ -1014,6 +1106,15 @@ class GitHubServer:
         self.spend_rate_limit = False
         self.rate_limited_status = 200
         self.repos: dict[str, dict[str, Any]] = {}
+        # GitHub's behaviours, switched on per test (docs/github-behaviour.md):
+        self.renames: dict[str, str] = {}  # old "owner/name" -> current, followed on lookup
+        self.forbidden_ids: set[str] = set()  # node ids this token may not read
+        self.refused_fields: set[tuple[str, str]] = set()  # (repo, "discussions"): FORBIDDEN
+        self.broken_fields: dict[tuple[str, str], tuple[str, str | None]] = {}
+        # ^ (node id, field) -> (message, type): that field fails, the rest of the answer stands
+        self.timeout_above_nodes: int | None = None  # heavier queries time out...
+        self.timeout_status = 502  # ...answered with this status (older GitHub: 200)
+        self.resource_limit_above_nodes: int | None = None  # RESOURCE_LIMITS_EXCEEDED
         self.requests: list[dict[str, Any]] = []
         reset = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
         self.rate_limit: dict[str, Any] = {
@@ -1112,12 +1213,29 @@ class GitHubServer:
                     _walk_nodes(owned, types[typename], self.schema, found)
         return found
 
-    def find_repo(self, owner: str, name: str) -> dict[str, Any] | None:
+    def find_repo(
+        self, owner: str, name: str, follow_renames: bool = True
+    ) -> dict[str, Any] | None:
         wanted = f"{owner}/{name}".lower()
         for key, entry in self.repos.items():
             if key.lower() == wanted:
                 return entry
+        renamed = {old.lower(): new for old, new in self.renames.items()}
+        if follow_renames and wanted in renamed:
+            return self.find_repo(*renamed[wanted].split("/", 1), follow_renames=False)
         return None
+
+    def rename_repo(self, old: str, new: str) -> None:
+        """Rename (or transfer) a repository as GitHub does: same node id, new name and
+        URLs, and the old name still answers with the repository under its new name."""
+        with self.lock:
+            entry = self.repos.pop(old)
+            entry["repository"].update(nameWithOwner=new, url=f"https://github.com/{new}")
+            for kind in ("issues", "pullRequests"):
+                for item in entry[kind]:
+                    item["url"] = item["url"].replace(f"/{old}/", f"/{new}/")
+            self.repos[new] = entry
+            self.renames[old] = new
 
     # -- fault injection (faults fire in the order they were queued)
 
@@ -1297,9 +1415,10 @@ class GitHubServer:
                 )
             else:
                 body = self._execute(document, variables, operation)
+                status = body.pop(_STATUS, 200)
                 if fault is not None and fault.edit is not None:
                     fault.edit(body)
-                response = _json_response(200, body, self._rate_limit_headers())
+                response = _json_response(status, body, self._rate_limit_headers())
             if fault is not None:
                 response.delay = fault.delay
             self.requests.append(
@@ -1332,6 +1451,20 @@ class GitHubServer:
         problems = _pagination_problems(self.schema, document, variables)
         if problems:
             return {"errors": [problem.as_error() for problem in problems]}
+        nodes = node_count(document, variables)
+        if nodes > NODE_LIMIT:
+            message = (
+                f"This query requests up to {nodes:,} possible nodes which exceeds the "
+                f"maximum limit of {NODE_LIMIT:,}."
+            )
+            return {"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": message}]}
+        if self.timeout_above_nodes is not None and nodes > self.timeout_above_nodes:
+            return {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}],
+                    _STATUS: self.timeout_status}  # fmt: skip
+        if self.resource_limit_above_nodes is not None and nodes > self.resource_limit_above_nodes:
+            message = "Resource limits for this query exceeded. Please reduce the query's scope."
+            return {"data": None, "errors": [{"type": "RESOURCE_LIMITS_EXCEEDED",
+                                              "message": message}]}  # fmt: skip
         result = execute_sync(
             self.schema,
             document,
@@ -1355,6 +1488,8 @@ def _format_error(error: GraphQLError) -> dict[str, Any]:
     if isinstance(original, GitHubAPIError):
         if original.type:
             formatted["type"] = original.type
+        if original.type == "FORBIDDEN":
+            formatted["extensions"] = {"saml_failure": False}
     elif isinstance(original, KeyError):
         # A resolver read a fixture node that lacks a key the query needs.
         formatted["message"] = f"test server: fixture node has no key {original}"

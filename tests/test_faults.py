@@ -142,6 +142,8 @@ def test_backoff_is_exponential_with_full_jitter(hello, monkeypatch):
     assert github.stats() == {
         "requests": 4,
         "retries": 3,
+        "smaller_pages": 0,
+        "page_sizes": {},
         "cost": 1,
         "waited_seconds": round(sum(slept), 3),
     }
@@ -231,8 +233,8 @@ def test_a_403_that_is_no_rate_limit_is_not_retried(hello, client):
         github.execute("repository", HELLO)
 
     assert str(raised.value) == (
-        "GitHub refused the request (HTTP 403: Resource not accessible by personal access "
-        "token): check the token's scopes and its access to the repository"
+        "GitHub refused Repository (HTTP 403: Resource not accessible by personal access "
+        "token): give the fine-grained token the repository permission Metadata: Read-only"
     )
     assert statuses(hello) == [403]
 

@@ -83,7 +83,8 @@ def test_fetch_stores_issues_and_pull_requests_with_their_metadata(hello, workdi
     report = json.loads(result.stdout)
     assert report["repos"] == [
         {"repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 0, "releases": 0,
-         "deleted": [], "transferred": []}
+         "deleted": [], "transferred": [], "inaccessible": [],
+         "held_back": [], "skipped": [], "renamed_from": None, "partial": False}
     ]  # fmt: skip
     assert report["requests"] == 5
     assert operations(hello) == EVERY_SURFACE
@@ -268,14 +269,13 @@ def test_pull_requests_stop_at_the_high_water_mark(github, workdir, run):
 def test_error_mid_run_keeps_committed_pages_and_resumes_from_them(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
     # Repository, Issues page 1 succeed; page 2 answers with a GraphQL error
-    github.graphql_error_next("Something went wrong while executing your query.", after=2)
+    github.graphql_error_next("Internal error while loading issues.", after=2)
 
     failed = run("fetch", "--repo", "octo/big")
 
     assert failed.exit_code == 1
     assert failed.stderr == (
-        "Error: GitHub answered with a GraphQL error: "
-        "Something went wrong while executing your query.\n"
+        "Error: GitHub answered with a GraphQL error: Internal error while loading issues.\n"
     )
     assert rows(workdir, "SELECT count(*), max(number) FROM issues") == [(100, 100)]
     mark = rows(workdir, "SELECT high_water_mark FROM sync_state WHERE surface = 'issues'")
@@ -283,8 +283,7 @@ def test_error_mid_run_keeps_committed_pages_and_resumes_from_them(github, workd
     assert rows(workdir, "SELECT status, error FROM runs") == [
         (
             "failed",
-            "GitHub answered with a GraphQL error: "
-            "Something went wrong while executing your query.",
+            "GitHub answered with a GraphQL error: Internal error while loading issues.",
         )
     ]
     github.requests.clear()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from github_server import GitHubServer
 from graphql import (
+    REMOVE,
     ArgumentNode,
     DocumentNode,
     FieldNode,
@@ -27,6 +28,7 @@ from graphql import (
     InlineFragmentNode,
     IntValueNode,
     OperationDefinitionNode,
+    VariableDefinitionNode,
     Visitor,
     get_named_type,
     print_ast,
@@ -76,6 +78,10 @@ def with_page_sizes(document: DocumentNode, sizes: dict[str, int]) -> DocumentNo
     """`document` with `first: sizes[name]` on every connection field `name` in `sizes`."""
 
     class Shrink(Visitor):
+        def enter_variable_definition(self, node: VariableDefinitionNode, *_: Any) -> Any:
+            # `$first` is replaced by the literal sizes below
+            return REMOVE if node.variable.name.value == "first" else None
+
         def enter_field(self, node: FieldNode, *_: Any) -> FieldNode | None:
             size = sizes.get(node.name.value)
             if size is None:

@@ -334,7 +334,7 @@ def test_an_interrupted_update_publishes_nothing(github, store_url, run, isolate
     assert run("update", "--repo", "octo/hello", "--store", store_url).exit_code == 0
     before = latest_ref(Store(store_url))
     github.repos["octo/hello"]["issues"][0]["updatedAt"] = "2030-01-01T00:00:00Z"
-    github.graphql_error_next("Something went wrong while executing your query.", after=1)
+    github.graphql_error_next("Internal error while loading issues.", after=1)
 
     failed = run("update", "--repo", "octo/hello", "--store", store_url)
 

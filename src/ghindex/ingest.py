@@ -16,7 +16,16 @@ Surfaces and how each is kept current:
 
 Deletions are never inferred from a listing. With `--full` every listing is
 complete, and each stored item the listing lacks is looked up by node id: only
-an item GitHub no longer has (or has moved to another repository) is removed.
+an item GitHub says it cannot resolve (NOT_FOUND), or has moved to another
+repository, is removed; one the token may no longer read (FORBIDDEN) is kept and
+counted. When the removals would be a large share of the repository's stored
+items (more than `GUARD_SHARE` of them and more than `GUARD_MIN`), nothing is
+removed and the run says why; `force` removes them anyway.
+
+What GitHub answers with an error (one item of a page, a surface the token may not
+read) is left out, recorded in `fetch_gaps` and in the run's report, and the rest
+is stored: items are read again by node id on the next run, a refused surface
+keeps its mark. docs/github-behaviour.md lists each case.
 """
 
 from __future__ import annotations
@@ -34,13 +43,20 @@ from ghindex.config import RepoSelection, Settings
 from ghindex.errors import ConfigError, GhindexError
 from ghindex.fetch import listings
 from ghindex.fetch.client import GraphQLClient
-from ghindex.store import cursors, items
+from ghindex.store import cursors, gaps, items, renames
 from ghindex.store.rows import Node, github_time, newest_update
 from ghindex.store.state import open_state, transaction
 
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.
 OVERLAP = timedelta(minutes=5)
+
+# A --full run removes nothing when it would remove more than this share of a
+# repository's stored issues, pull requests and discussions, and more than GUARD_MIN
+# of them: a token that lost access, or a listing GitHub cut short, must never empty
+# the index. `fetch --full --force` removes them.
+GUARD_SHARE = 0.10
+GUARD_MIN = 10
 
 Progress = Callable[[str], None]
 
@@ -54,6 +70,20 @@ class RepoReport:
     releases: int = 0
     deleted: list[str] = field(default_factory=list)
     transferred: list[str] = field(default_factory=list)
+    inaccessible: list[str] = field(default_factory=list)  # kept: this token may not read them
+    held_back: list[str] = field(default_factory=list)  # confirmed gone, kept: see GUARD_SHARE
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {surface, handle, reason}
+    renamed_from: str | None = None
+    complete: set[str] = field(default_factory=set)  # surfaces listed to their end
+
+    @property
+    def partial(self) -> bool:
+        """Whether something was left unread or unremoved this run."""
+        return bool(self.inaccessible or self.held_back or self.skipped)
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {k: v for k, v in vars(self).items() if k != "complete"}
+        return {**shown, "partial": self.partial}
 
 
 @dataclass
@@ -65,10 +95,16 @@ class FetchReport:
     client: dict[str, Any] = field(default_factory=dict)
     rate_limit: dict[str, Any] | None = None
 
+    @property
+    def status(self) -> str:
+        """ok, or partial when some repository has gaps, unreadable or held-back items."""
+        return "partial" if any(r.partial for r in self.repos) else "ok"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "repos": [vars(r) for r in self.repos],
+            "status": self.status,
+            "repos": [r.as_dict() for r in self.repos],
             "requests": self.requests,
             "cost": self.cost,
             "client": self.client,
@@ -79,14 +115,14 @@ class FetchReport:
 @dataclass(frozen=True)
 class _Surface:
     name: str  # sync_state surface and table
-    pages: Callable[[GraphQLClient, str], Iterator[list[Node]]]
+    pages: Callable[..., Iterator[listings.Page]]
     save: Callable[[duckdb.DuckDBPyConnection, str, Sequence[Node]], int]
 
 
-_DESCENDING = (
-    _Surface("pull_requests", listings.pull_request_pages, items.save_pull_requests),
-    _Surface("discussions", listings.discussion_pages, items.save_discussions),
-)
+_ISSUES = _Surface("issues", listings.issue_pages, items.save_issues)
+_PULLS = _Surface("pull_requests", listings.pull_request_pages, items.save_pull_requests)
+_DISCUSSIONS = _Surface("discussions", listings.discussion_pages, items.save_discussions)
+_THREADS = {s.name: s for s in (_ISSUES, _PULLS, _DISCUSSIONS)}
 
 
 def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
@@ -115,9 +151,11 @@ def fetch(
     repos: Sequence[str],
     *,
     full: bool = False,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> FetchReport:
-    """Fetch every surface of `repos` into the state database."""
+    """Fetch every surface of `repos` into the state database; `force` lets a full run
+    remove more confirmed-gone items than the guard allows."""
     say = progress or (lambda _msg: None)
     report = FetchReport(run_id=str(uuid.uuid4()))
     started = datetime.now(UTC)
@@ -134,76 +172,141 @@ def fetch(
         try:
             for node in metadata:
                 with transaction(con):
+                    old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
+                    if old:
+                        renames.rename_repo(con, old, node["nameWithOwner"])
                     repo = items.save_repository(con, node)
-                done = RepoReport(repo)
+                if old:
+                    say(f"{old} is now {repo} on GitHub (renamed or transferred): "
+                        "its stored rows now use the new name")  # fmt: skip
+                done = RepoReport(repo, renamed_from=old)
                 report.repos.append(done)
-                _sync_repo(con, client, node, done, full, say)
+                _sync_repo(con, client, node, done, full, force, say)
         except GhindexError as exc:
             _finish(con, report, client, started, "failed", str(exc))
             raise
         except BaseException as exc:
             _finish(con, report, client, started, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        _finish(con, report, client, started, "ok", None)
+        _finish(con, report, client, started, report.status, None)
     finally:
         con.close()
     return report
 
 
-def _sync_repo(con, client, node: Node, done: RepoReport, full: bool, say: Progress) -> None:
+def _sync_repo(
+    con, client, node: Node, done: RepoReport, full: bool, force: bool, say: Progress
+) -> None:
     repo = done.repo
     if node.get("hasIssuesEnabled", True) or full:
-        done.issues = _sync_issues(con, client, repo, full, say)
-    done.pull_requests = _sync_descending(con, client, repo, _DESCENDING[0], full, say)
+        done.issues = _surface(con, done, "issues", say, _sync_issues, client, full)
+    done.pull_requests = _surface(con, done, "pull_requests", say, _sync_descending, client,
+                                  _PULLS, full)  # fmt: skip
     if node.get("hasDiscussionsEnabled", True) or full:
-        done.discussions = _sync_descending(con, client, repo, _DESCENDING[1], full, say)
-    done.releases = _sync_releases(con, client, repo, say)
+        done.discussions = _surface(con, done, "discussions", say, _sync_descending, client,
+                                    _DISCUSSIONS, full)  # fmt: skip
+    done.releases = _surface(con, done, "releases", say, _sync_releases, client)
+    _read_gaps_again(con, client, done, say)
     if full:
-        _reconcile(con, client, done, say)
+        _reconcile(con, client, done, force, say)
+    say(f"{repo}: done" + (" (with gaps, see the summary)" if done.partial else ""))
 
 
-def _sync_issues(con, client: GraphQLClient, repo: str, full: bool, say: Progress) -> int:
+def _surface(con, done: RepoReport, name: str, say: Progress, sync, client, *args) -> int:
+    """Run one surface's sync; a surface GitHub refuses becomes a gap, not a failure."""
+    try:
+        stored = sync(con, client, done, *args, say)
+    except listings.SurfaceRefused as refused:
+        with transaction(con):
+            gaps.record(con, done.repo, name, "", None, refused.gap.reason)
+        done.skipped.append({"surface": name, "handle": None, "reason": refused.gap.reason})
+        say(f"{done.repo}: skipped {name.replace('_', ' ')}: {refused.gap.reason}")
+        return 0
+    with transaction(con):
+        gaps.clear(con, done.repo, name, [""])
+    done.complete.add(name)
+    return stored
+
+
+def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, say: Progress) -> int:
     """Ascending by updatedAt from the mark: each committed page moves the mark."""
+    repo = done.repo
     mark = None if full else cursors.get_high_water_mark(con, repo, "issues")
     since = mark - OVERLAP if mark else None
     stored = 0
-    for nodes in listings.issue_pages(client, repo, since):
+    for page in listings.issue_pages(client, repo, since):
         with transaction(con):
-            items.save_issues(con, repo, nodes)
-            cursors.set_high_water_mark(con, repo, "issues", newest_update(nodes), len(nodes))
-        stored += len(nodes)
+            _store_page(con, done, _ISSUES, page.nodes, page.gaps, page.gone)
+            cursors.set_high_water_mark(
+                con, repo, "issues", newest_update(page.listed), len(page.nodes)
+            )
+        stored += len(page.nodes)
         say(f"{repo}: {stored} issues")
     return stored
 
 
 def _sync_descending(
-    con, client: GraphQLClient, repo: str, surface: _Surface, full: bool, say: Progress
+    con, client: GraphQLClient, done: RepoReport, surface: _Surface, full: bool, say: Progress
 ) -> int:
     """Newest first, stopping at the first item older than the mark.
 
     The mark moves once the whole pass is stored, because a descending pass only
     covers everything newer than the mark when it reaches the mark.
     """
+    repo = done.repo
     mark = None if full else cursors.get_high_water_mark(con, repo, surface.name)
     stop_before = mark - OVERLAP if mark else None
     stored = 0
     newest: datetime | None = None
-    for nodes in surface.pages(client, repo):
-        fresh = [n for n in nodes if _newer(n, stop_before)]
+    for page in surface.pages(client, repo):
+        fresh = {n["id"] for n in page.listed if _newer(n, stop_before)}
+        nodes = [n for n in page.nodes if n["id"] in fresh]
+        skipped = [g for g in page.gaps if g.node_id in fresh]
         with transaction(con):
-            surface.save(con, repo, fresh)
-        stored += len(fresh)
-        newest = max([newest, newest_update(fresh)], key=_sortable)
+            _store_page(con, done, surface, nodes, skipped, page.gone)
+        stored += len(nodes)
+        listed = [n for n in page.listed if n["id"] in fresh]
+        newest = max([newest, newest_update(listed)], key=_sortable)
         say(f"{repo}: {stored} {surface.name.replace('_', ' ')}")
-        if len(fresh) < len(nodes):
+        if len(fresh) < len(page.listed):
             break
     with transaction(con):
         cursors.set_high_water_mark(con, repo, surface.name, newest, stored)
     return stored
 
 
-def _sync_releases(con, client: GraphQLClient, repo: str, say: Progress) -> int:
-    nodes = [node for page in listings.release_pages(client, repo) for node in page]
+def _store_page(
+    con,
+    done: RepoReport,
+    surface: _Surface,
+    nodes: Sequence[Node],
+    skipped: Sequence[listings.Gap],
+    gone: Sequence[Node],
+) -> None:
+    """One page's items, its gaps and the items GitHub deleted while it was read."""
+    repo = done.repo
+    surface.save(con, repo, nodes)
+    gaps.clear(con, repo, surface.name, [n["id"] for n in nodes])
+    for gap in skipped:
+        handle = items.issue_handle(repo, gap.number) if gap.number is not None else None
+        gaps.record(con, repo, surface.name, gap.node_id, handle, gap.reason)
+        done.skipped.append({"surface": surface.name, "handle": handle, "reason": gap.reason})
+    handles = [items.issue_handle(repo, n["number"]) for n in gone]
+    items.delete_items(con, surface.name, handles)
+    gaps.clear(con, repo, surface.name, [n["id"] for n in gone])
+    done.deleted += handles
+
+
+def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) -> int:
+    """Every release, every run; only a complete list replaces the stored one."""
+    repo = done.repo
+    pages = list(listings.release_pages(client, repo))
+    skipped = [gap for page in pages for gap in page.gaps]
+    if skipped:
+        raise listings.SurfaceRefused(
+            listings.Gap("releases", f"{len(skipped)} releases unreadable: {skipped[0].reason}")
+        )
+    nodes = [node for page in pages for node in page.nodes]
     with transaction(con):
         stored = items.replace_releases(con, repo, nodes)
         cursors.set_high_water_mark(con, repo, "releases", newest_update(nodes), stored)
@@ -211,33 +314,89 @@ def _sync_releases(con, client: GraphQLClient, repo: str, say: Progress) -> int:
     return stored
 
 
-def _reconcile(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
+def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
+    """Items an earlier page (of this run or one before) could not give, read by id."""
+    repo = done.repo
+    pending = gaps.items(con, repo)
+    if not pending:
+        return
+    say(f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
+        "answered with errors")  # fmt: skip
+    # Item gaps met by this run's pages are read now, and counted from the answer.
+    done.skipped = [s for s in done.skipped if s["handle"] is None]
+    located = listings.items_by_id(client, pending)
+    known = dict(
+        con.execute(
+            "SELECT node_id, handle FROM fetch_gaps WHERE repo = ? AND node_id <> ''", [repo]
+        ).fetchall()
+    )
+    with transaction(con):
+        for name, where in located.items():
+            surface = _THREADS[name]
+            here = [n for n in where.found.values() if _repo_of(n) == repo]
+            moved = [i for i, n in where.found.items() if _repo_of(n) != repo]
+            surface.save(con, repo, here)
+            gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
+            items.delete_items(con, name, gone)
+            done.deleted += [known[i] for i in where.gone if known.get(i)]
+            done.transferred += [known[i] for i in moved if known.get(i)]
+            gaps.clear(con, repo, name, [*(n["id"] for n in here), *where.gone, *moved])
+            for node_id, reason in where.unreadable.items():
+                gaps.record(con, repo, name, node_id, known.get(node_id), reason)
+                done.skipped.append({"surface": name, "handle": known.get(node_id),
+                                     "reason": reason})  # fmt: skip
+
+
+def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Progress) -> None:
     """After complete listings: confirm each missing item with GitHub, then remove it."""
     repo = done.repo
     start = _run_start(con, repo)
+    waiting = {node_id for ids in gaps.items(con, repo).values() for node_id in ids}
     candidates = {
         node_id: (table, handle)
         for table in ("issues", "pull_requests", "discussions")
+        if table in done.complete  # an incomplete listing proves nothing
         for handle, node_id in con.execute(
             f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
             [repo, start],
         ).fetchall()
-        if node_id
+        if node_id and node_id not in waiting
     }
     if not candidates:
         return
     say(f"{repo}: confirming {len(candidates)} items missing from the listings")
     where = listings.locate(client, list(candidates))
+    done.inaccessible = sorted(candidates[i][1] for i in where.unreadable)
+    moved = {i for i, n in where.found.items() if _repo_of(n) != repo}
+    removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
+    if not removals:
+        return
+    stored = _stored_items(con, repo)
+    if not force and len(removals) > GUARD_MIN and len(removals) > GUARD_SHARE * stored:
+        done.held_back = [candidates[i][1] for i in removals]
+        say(f"{repo}: {len(removals)} of {stored} stored items look deleted or moved; "
+            f"nothing was removed (more than {GUARD_SHARE:.0%}): check the token's access, "
+            "then run `ghindex fetch --full --force` to remove them")  # fmt: skip
+        return
     gone: dict[str, list[str]] = {}
-    for node_id, node in where.items():
+    for node_id in removals:
         table, handle = candidates[node_id]
-        moved = node and (node.get("repository") or {}).get("nameWithOwner") != repo
-        if node is None or moved:
-            gone.setdefault(table, []).append(handle)
-            (done.transferred if moved else done.deleted).append(handle)
+        gone.setdefault(table, []).append(handle)
+        (done.transferred if node_id in moved else done.deleted).append(handle)
     with transaction(con):
         for table, handles in gone.items():
             items.delete_items(con, table, handles)
+
+
+def _repo_of(node: Node) -> str | None:
+    return (node.get("repository") or {}).get("nameWithOwner")
+
+
+def _stored_items(con, repo: str) -> int:
+    return sum(
+        con.execute(f"SELECT count(*) FROM {table} WHERE repo = ?", [repo]).fetchone()[0]
+        for table in ("issues", "pull_requests", "discussions")
+    )
 
 
 def _run_start(con, repo: str) -> datetime:

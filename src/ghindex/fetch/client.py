@@ -14,12 +14,19 @@ What it survives, and how:
   decision, using `X-RateLimit-Reset`.
 - **Secondary rate limits** (403/429 mentioning one, or with `Retry-After`): waits
   `Retry-After` seconds, or one minute doubling per repeat as GitHub's docs ask.
-- **Transient failures** (HTTP 500/502/503/504, connection errors, timeouts, GitHub's
-  "Something went wrong while executing your query"): up to `GHINDEX_HTTP_RETRIES`
-  (default 3) retries with exponential backoff and full jitter, base
-  `GHINDEX_RETRY_BASE_SECONDS` (default 1 s), capped at one minute.
+- **Transient failures** (HTTP 500/502/503/504, connection errors, timeouts): up to
+  `GHINDEX_HTTP_RETRIES` (default 3) retries with exponential backoff and full jitter,
+  base `GHINDEX_RETRY_BASE_SECONDS` (default 1 s), capped at one minute.
+- **Queries too heavy for GitHub**: its ~10-second execution timeout ("Something went
+  wrong while executing your query. This may be the result of a timeout", HTTP 200 or
+  502), `RESOURCE_LIMITS_EXCEEDED` and `MAX_NODE_LIMIT_EXCEEDED`. The same query would
+  fail again, so a query with a page size (`$first`) is sent again with half the page,
+  down to one item, and keeps the smaller page for the rest of the run; only then do
+  the transient retries apply.
 - **Answers that are not whole**: `data` together with `errors` (GitHub nulls what it
-  could not resolve) and bodies that are not GraphQL JSON are errors, never data.
+  could not resolve) is an error, unless the caller asked for `execute_partial`, which
+  returns both so that it can tell a deleted item from a failure; bodies that are not
+  GraphQL JSON are always errors.
 
 Rate-limit waits do not use the retry budget: each is bounded by `max_wait` (longer
 means `RateLimited` at once, without sleeping), and a query waits at most
@@ -49,6 +56,7 @@ import random
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import cache
@@ -59,7 +67,12 @@ import requests
 from gql import Client, GraphQLRequest
 from gql.transport import Transport
 from gql.transport.exceptions import TransportQueryError
-from graphql import DocumentNode, ExecutionResult, OperationDefinitionNode
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    OperationDefinitionNode,
+    value_from_ast_untyped,
+)
 
 from ghindex import __version__
 from ghindex.errors import ConfigError, GitHubError, RateLimited, RepoNotFound
@@ -79,6 +92,75 @@ RATE_LIMIT_WAITS = 3
 
 _TRANSIENT_STATUSES = (500, 502, 503, 504)
 _TRANSIENT_GRAPHQL = "something went wrong while executing your query"
+# Error types meaning "this query is too heavy": a smaller page passes.
+_TOO_HEAVY = ("RESOURCE_LIMITS_EXCEEDED", "MAX_NODE_LIMIT_EXCEEDED")
+
+# The workflow permission (`permissions:` in a workflow, or a GitHub App's) each query
+# needs when the token is a GITHUB_TOKEN or an app token: named in refusals.
+PERMISSIONS = {
+    "repository": "metadata: read",
+    "owner_repositories": "metadata: read",
+    "issues": "issues: read",
+    "issue_comments": "issues: read",
+    "timeline_items": "issues: read",
+    "pull_requests": "pull-requests: read",
+    "pull_request_reviews": "pull-requests: read",
+    "pull_request_commits": "pull-requests: read",
+    "review_threads": "pull-requests: read",
+    "review_thread_comments": "pull-requests: read",
+    "closing_references": "pull-requests: read",
+    "discussions": "discussions: read",
+    "discussion_comments": "discussions: read",
+    "discussion_replies": "discussions: read",
+    "releases": "contents: read",
+}
+_NOT_ACCESSIBLE = "resource not accessible by"
+
+
+def error_type(error: dict[str, Any]) -> str | None:
+    """GitHub's error type (NOT_FOUND, FORBIDDEN, ...): top level, or in `extensions`."""
+    kind = error.get("type") or (error.get("extensions") or {}).get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def describe_error(error: dict[str, Any] | None) -> str:
+    """One error GitHub attached to part of an answer, as a short reason for `runs`
+    and summaries: "FORBIDDEN at repository.issues.nodes.3.comments: <message>"."""
+    if error is None:
+        return "GitHub answered null without saying why"
+    path = error.get("path") or []
+    where = f" at {'.'.join(str(p) for p in path)}" if path else ""
+    message = " ".join(str(error.get("message") or "no message").split())[:200]
+    return f"{error_type(error) or 'error'}{where}: {message}"
+
+
+def permission_hint(name: str, message: str = "") -> str:
+    """What to grant so that query `name` is allowed, for a refusal's message. GitHub
+    says who was refused: "...by integration" is a workflow's GITHUB_TOKEN or an app,
+    "...by personal access token" a fine-grained token."""
+    needed = PERMISSIONS.get(name, "metadata: read")
+    kind, _, _level = needed.partition(": ")
+    if "personal access token" in message.lower():
+        title = kind.replace("-", " ").capitalize()
+        return f"give the fine-grained token the repository permission {title}: Read-only"
+    return (
+        f"add `permissions: {needed}` to the workflow (or the app's {kind} permission), "
+        "or use a token that can read the repository"
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """`data` together with the errors GitHub attached to parts of it (each has a `path`)."""
+
+    data: dict[str, Any]
+    errors: list[dict[str, Any]]
+    operation: str = ""
+
+    def failure(self, errors: list[dict[str, Any]] | None = None) -> GitHubError:
+        """The one-line error for `errors` (default: all of them), for a caller that
+        cannot use this answer after all."""
+        return _query_error(errors or self.errors, self.data, {}, self.operation)
 
 
 @cache
@@ -135,12 +217,18 @@ class _BearerAuth(requests.auth.AuthBase):
 
 
 class _Transient(Exception):
-    """A failure worth retrying: `reason` for the log, `final` if retries run out."""
+    """A failure worth retrying: `reason` for the log, `final` if retries run out;
+    `heavy` when a smaller page would pass where the same query would not."""
 
-    def __init__(self, reason: str, final: str) -> None:
+    def __init__(self, reason: str, final: str, heavy: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.final = final
+        self.heavy = heavy
+
+
+class _Refused(Exception):
+    """HTTP 403 "Resource not accessible by integration": a permission the token lacks."""
 
 
 class _RateLimit(Exception):
@@ -195,9 +283,11 @@ class GraphQLClient:
         self._gql = Client(transport=_GitHubTransport(self)).connect_sync()
         self._last_response: requests.Response | None = None
         self._costs: dict[str, int] = {}
+        self._page_sizes: dict[str, int] = {}
         self._reset: float | None = None
         self.requests = 0
         self.retries = 0
+        self.smaller_pages = 0
         self.cost = 0
         self.waited_seconds = 0.0
         self.remaining: int | None = None
@@ -213,28 +303,53 @@ class GraphQLClient:
         return {
             "requests": self.requests,
             "retries": self.retries,
+            "smaller_pages": self.smaller_pages,
+            "page_sizes": dict(sorted(self._page_sizes.items())),
             "cost": self.cost,
             "waited_seconds": round(self.waited_seconds, 3),
         }
 
     def execute(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
         """Run query `name` and return its `data`; raise GitHubError on any failure."""
+        answer = self._run(name, variables, partial=False)
+        return answer.data
+
+    def execute_partial(self, name: str, variables: dict[str, Any]) -> Answer:
+        """Run query `name`; an answer with data and errors at paths comes back whole,
+        for a caller that can tell which part failed. Everything else as `execute`."""
+        return self._run(name, variables, partial=True)
+
+    def _run(self, name: str, variables: dict[str, Any], partial: bool) -> Answer:
         try:
-            return self._execute(name, variables)
+            return self._execute(name, variables, partial)
         except GitHubError as exc:
             # Last line of defence: whatever the server echoed, the token stays out.
             raise type(exc)(self._scrub(str(exc))) from None
 
-    def _execute(self, name: str, variables: dict[str, Any]) -> dict[str, Any]:
+    def _execute(self, name: str, variables: dict[str, Any], partial: bool) -> Answer:
         document, operation = _query(name)
-        request = GraphQLRequest(document, variable_values=variables, operation_name=operation)
+        page = _page_size(document)
         failures = 0
         waits = 0
         while True:
             self._mind_budget(name)
+            sent = dict(variables)
+            if page is not None:
+                sent["first"] = self._page_sizes.setdefault(name, page)
+            request = GraphQLRequest(document, variable_values=sent, operation_name=operation)
             try:
-                return self._attempt(name, request)
+                return self._attempt(name, request, partial)
             except _Transient as problem:
+                if problem.heavy and self._page_sizes.get(name, 1) > 1:
+                    self._page_sizes[name] = self._page_sizes[name] // 2
+                    self.smaller_pages += 1
+                    log.info(
+                        "%s; asking again for %d items per page",
+                        self._scrub(problem.reason),
+                        self._page_sizes[name],
+                    )
+                    self.retries += 1
+                    continue
                 if failures >= self.max_retries:
                     raise GitHubError(problem.final) from None
                 delay = self._random.uniform(0, min(BACKOFF_CAP, self.retry_base * 2**failures))
@@ -259,12 +374,17 @@ class GraphQLClient:
 
     # -- one HTTP round trip
 
-    def _attempt(self, name: str, request: GraphQLRequest) -> dict[str, Any]:
+    def _attempt(self, name: str, request: GraphQLRequest, partial: bool) -> Answer:
         try:
             result = self._gql.execute(request, get_execution_result=True)
             data, errors = result.data, result.errors
         except TransportQueryError as exc:
             data, errors = exc.data, exc.errors
+        except _Refused as refusal:
+            raise GitHubError(
+                f"GitHub refused {request.operation_name or name} (HTTP 403: {refusal}): "
+                f"{permission_hint(name, str(refusal))}"
+            ) from None
         response = self._last_response
         assert response is not None
         if isinstance(data, dict):
@@ -272,17 +392,29 @@ class GraphQLClient:
         if errors:
             errors = errors if isinstance(errors, list) else [errors]
             errors = [e if isinstance(e, dict) else {"message": str(e)} for e in errors]
-            if any(e.get("type") == "RATE_LIMITED" for e in errors):
+            kinds = [error_type(e) for e in errors]
+            if "RATE_LIMITED" in kinds:
                 raise _RateLimit(_retry_after(response), _reset_header(response) or self._reset)
             message = _one_line(errors[0].get("message") or "unknown error")
-            if message.lower().startswith(_TRANSIENT_GRAPHQL):
+            heavy = next((k for k in kinds if k in _TOO_HEAVY), None)
+            if heavy or any(_is_timeout(e) for e in errors):
                 raise _Transient(
-                    f"GraphQL error from {self._shown_url}: {message}",
-                    f"GitHub answered with a GraphQL error: {message}",
+                    f"GitHub could not finish {request.operation_name or name} "
+                    f"({heavy or 'timeout'}): {message}",
+                    f"GitHub could not finish {request.operation_name or name} even one "
+                    f"item at a time ({heavy or 'timeout'}): {message}; run again later",
+                    heavy=True,
+                )
+            if partial and isinstance(data, dict) and all(e.get("path") for e in errors):
+                return Answer(data, errors, request.operation_name or name)
+            if any(_NOT_ACCESSIBLE in str(e.get("message", "")).lower() for e in errors):
+                raise GitHubError(
+                    f"the token may not read what {request.operation_name or name} asks for "
+                    f"({message}): {permission_hint(name, message)}"
                 )
             variables = request.variable_values or {}
             raise _query_error(errors, data, variables, request.operation_name or name)
-        return data
+        return Answer(data, [], request.operation_name or name)
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One HTTP round trip: the parsed body of a 2xx answer, or a classified failure."""
@@ -318,11 +450,16 @@ class GraphQLClient:
             limit = _rate_limit(response, self._reset)
             if limit is not None:
                 raise limit
+            if _NOT_ACCESSIBLE in _message(response).lower():
+                raise _Refused(_message(response))
             raise GitHubError(
                 f"GitHub refused the request (HTTP {status}: {_message(response)}): "
                 "check the token's scopes and its access to the repository"
             )
         if status in _TRANSIENT_STATUSES:
+            body = _json_or_none(response)
+            if body and any(_is_timeout(e) for e in _errors_of(body)):
+                return body  # GitHub's execution timeout, answered as 502: see _attempt
             raise _Transient(
                 f"HTTP {status} from {url}",
                 f"{url} answered HTTP {status} after retries: "
@@ -498,13 +635,39 @@ def _query_error(
 
 def _message(response: requests.Response) -> str:
     """GitHub's `message` from an error body, else the start of the body."""
+    body = _json_or_none(response)
+    if body and isinstance(body.get("message"), str):
+        return _one_line(body["message"])
+    return _snippet(response.text) or response.reason or "no body"
+
+
+def _json_or_none(response: requests.Response) -> dict[str, Any] | None:
     try:
         body = json.loads(response.content)
     except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return _one_line(body["message"])
-    return _snippet(response.text) or response.reason or "no body"
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _errors_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    errors = body.get("errors")
+    return [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
+
+
+def _is_timeout(error: dict[str, Any]) -> bool:
+    """GitHub's execution timeout: "Something went wrong while executing your query..."."""
+    return str(error.get("message", "")).lower().startswith(_TRANSIENT_GRAPHQL)
+
+
+def _page_size(document: DocumentNode) -> int | None:
+    """The default of the query's `$first` variable: its page size, or None."""
+    for definition in document.definitions:
+        if not isinstance(definition, OperationDefinitionNode):
+            continue
+        for variable in definition.variable_definitions or ():
+            if variable.variable.name.value == "first" and variable.default_value is not None:
+                return int(value_from_ast_untyped(variable.default_value))
+    return None
 
 
 def _connection_reason(exc: Exception) -> str:

@@ -1,20 +1,79 @@
 """A repository's items, page by page (network only).
 
-Each generator yields the nodes of one page with every nested connection read
-to its end (see `nested.py`), so a page can be stored as complete.
+Each generator yields `Page`s: the nodes of one page with every nested connection
+read to its end (see `nested.py`), so they can be stored as complete, plus what the
+page could not give. GitHub answers part of a page with an error now and then (a
+nested connection it could not resolve, an item deleted while its comments were
+being read): such an item is left out of `nodes` and named in `gaps` (to be read
+again by id, `items_by_id`) or in `gone` (GitHub said it no longer exists). A
+whole surface the token may not read raises `SurfaceRefused`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ghindex.errors import GitHubError, RepoNotFound
-from ghindex.fetch.client import GraphQLClient
-from ghindex.fetch.nested import complete
+from ghindex.fetch.client import (
+    Answer,
+    GraphQLClient,
+    describe_error,
+    error_type,
+    permission_hint,
+)
+from ghindex.fetch.nested import ItemGone, ItemUnreadable, complete
 
 Node = dict[str, Any]
+
+# query name -> (surface, the field of `repository` it lists, its node type)
+SURFACES = {
+    "issues": ("issues", "issues", "Issue"),
+    "pull_requests": ("pull_requests", "pullRequests", "PullRequest"),
+    "discussions": ("discussions", "discussions", "Discussion"),
+    "releases": ("releases", "releases", "Release"),
+}
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Something a run could not read, and why: one item (`node_id`), or a whole surface."""
+
+    surface: str
+    reason: str
+    node_id: str = ""
+    number: int | None = None
+
+
+@dataclass
+class Page:
+    """One listing page: `listed` is every item it named (what cursors follow), `nodes`
+    those read whole, `gaps` those GitHub answered with an error, `gone` those it
+    deleted while their nested pages were being read."""
+
+    listed: list[Node] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    gone: list[Node] = field(default_factory=list)
+
+
+class SurfaceRefused(Exception):
+    """GitHub refused a whole surface (FORBIDDEN at `repository.<field>`): `gap` says why."""
+
+    def __init__(self, gap: Gap) -> None:
+        super().__init__(gap.reason)
+        self.gap = gap
+
+
+@dataclass
+class Located:
+    """Where items are now, by node id: the answer to "was this deleted?"."""
+
+    found: dict[str, Node] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)  # NOT_FOUND: GitHub has no such node
+    unreadable: dict[str, str] = field(default_factory=dict)  # FORBIDDEN: id -> reason
 
 
 def repository(client: GraphQLClient, repo: str) -> Node:
@@ -49,60 +108,161 @@ def owner_repositories(client: GraphQLClient, login: str) -> list[Node]:
         after = connection["pageInfo"]["endCursor"]
 
 
-def issue_pages(client: GraphQLClient, repo: str, since: datetime | None) -> Iterator[list[Node]]:
+def issue_pages(client: GraphQLClient, repo: str, since: datetime | None) -> Iterator[Page]:
     """Issues updated at or after `since` (all when None), oldest update first."""
-    variables = {"since": since.isoformat() if since else None}
-    yield from _pages(client, "issues", "issues", "Issue", repo, variables)
+    yield from _pages(client, "issues", repo, {"since": since.isoformat() if since else None})
 
 
-def pull_request_pages(client: GraphQLClient, repo: str) -> Iterator[list[Node]]:
+def pull_request_pages(client: GraphQLClient, repo: str) -> Iterator[Page]:
     """Pull requests, newest update first; the caller stops when pages get old."""
-    yield from _pages(client, "pull_requests", "pullRequests", "PullRequest", repo, {})
+    yield from _pages(client, "pull_requests", repo, {})
 
 
-def discussion_pages(client: GraphQLClient, repo: str) -> Iterator[list[Node]]:
+def discussion_pages(client: GraphQLClient, repo: str) -> Iterator[Page]:
     """Discussions, newest update first; the caller stops when pages get old."""
-    yield from _pages(client, "discussions", "discussions", "Discussion", repo, {})
+    yield from _pages(client, "discussions", repo, {})
 
 
-def release_pages(client: GraphQLClient, repo: str) -> Iterator[list[Node]]:
+def release_pages(client: GraphQLClient, repo: str) -> Iterator[Page]:
     """Every release, newest first."""
-    yield from _pages(client, "releases", "releases", "Release", repo, {})
+    yield from _pages(client, "releases", repo, {})
 
 
-def locate(client: GraphQLClient, node_ids: list[str]) -> dict[str, Node | None]:
-    """Where items are now, by node id: None for an item that no longer exists."""
-    found: dict[str, Node | None] = {}
+def locate(client: GraphQLClient, node_ids: list[str]) -> Located:
+    """Where items are now, by node id, as GitHub says it: an item it cannot resolve
+    (NOT_FOUND) is gone; one this token may not read (FORBIDDEN) is unreadable. Any
+    other error, or a null without a reason, raises: nothing is confirmed from it."""
+    located = Located()
     for start in range(0, len(node_ids), 100):
         batch = node_ids[start : start + 100]
-        data = client.execute("nodes", {"ids": batch})
-        for node_id, node in zip(batch, data.get("nodes") or [None] * len(batch), strict=True):
-            found[node_id] = node
-    return found
+        answer = client.execute_partial("nodes", {"ids": batch})
+        nodes = answer.data.get("nodes") or [None] * len(batch)
+        if len(nodes) != len(batch):
+            raise GitHubError(f"GitHub answered {len(nodes)} nodes for {len(batch)} ids: run again")
+        problems = _by_index(answer, "nodes")
+        for index, (node_id, node) in enumerate(zip(batch, nodes, strict=True)):
+            error = problems.get(index)
+            kind = error_type(error) if error else None
+            if node is not None and error is None:
+                located.found[node_id] = node
+            elif kind == "NOT_FOUND" and node is None:
+                located.gone.add(node_id)
+            elif kind == "FORBIDDEN" or (error and node is not None):
+                located.unreadable[node_id] = describe_error(error)
+            elif error is None:
+                raise GitHubError(
+                    f"GitHub answered Nodes with null at nodes.{index} and no error saying "
+                    "why: nothing was removed; run again"
+                )
+            else:
+                raise answer.failure([error])
+    return located
+
+
+def items_by_id(client: GraphQLClient, ids: dict[str, list[str]]) -> dict[str, Located]:
+    """Issues, pull requests and discussions read again whole, by node id; `ids` and the
+    answer are keyed by surface. Each found node has its nested connections completed
+    (an item deleted meanwhile counts as gone, one that fails again as unreadable)."""
+    fields = {"issues": "issues", "pull_requests": "pullRequests", "discussions": "discussions"}
+    located = {surface: Located() for surface in fields}
+    pending = {surface: list(ids.get(surface, ())) for surface in fields}
+    while any(pending.values()):
+        batch = {s: pending[s][:25] for s in fields}
+        pending = {s: pending[s][25:] for s in fields}
+        variables = {fields[s]: batch[s] for s in fields}
+        answer = client.execute_partial("items", variables)
+        for surface, name in fields.items():
+            nodes = answer.data.get(name) or [None] * len(batch[surface])
+            problems = _by_index(answer, name)
+            typename = SURFACES[surface][2]
+            for index, (node_id, node) in enumerate(zip(batch[surface], nodes, strict=True)):
+                error = problems.get(index)
+                if error is None and node is not None:
+                    try:
+                        complete(client, node, typename)
+                    except ItemGone:
+                        located[surface].gone.add(node_id)
+                        continue
+                    except ItemUnreadable as exc:
+                        located[surface].unreadable[node_id] = str(exc)
+                        continue
+                    located[surface].found[node_id] = node
+                elif error is not None and error_type(error) == "NOT_FOUND" and node is None:
+                    located[surface].gone.add(node_id)
+                else:
+                    located[surface].unreadable[node_id] = describe_error(error)
+    return located
 
 
 def _pages(
-    client: GraphQLClient,
-    query: str,
-    field: str,
-    typename: str,
-    repo: str,
-    variables: dict[str, Any],
-) -> Iterator[list[Node]]:
+    client: GraphQLClient, query: str, repo: str, variables: dict[str, Any]
+) -> Iterator[Page]:
+    surface, field, typename = SURFACES[query]
     owner, name = repo.split("/", 1)
     after: str | None = None
     while True:
-        data = client.execute(query, {"owner": owner, "name": name, **variables, "after": after})
-        if not data.get("repository"):
+        answer = client.execute_partial(
+            query, {"owner": owner, "name": name, **variables, "after": after}
+        )
+        if not answer.data.get("repository"):
+            if answer.errors:
+                raise answer.failure()
             raise RepoNotFound(f"repository {repo} disappeared during the fetch: run again")
-        connection = data["repository"][field]
-        nodes = [node for node in connection["nodes"] if node]
-        for node in nodes:
-            complete(client, node, typename)
-        yield nodes
+        connection = answer.data["repository"].get(field)
+        if connection is None:
+            refusal = next(
+                (e for e in answer.errors if e["path"][:2] == ["repository", field]), None
+            )
+            if refusal is None or error_type(refusal) != "FORBIDDEN":
+                raise answer.failure()
+            hint = permission_hint(query, str(refusal.get("message", "")))
+            reason = f"{describe_error(refusal)}: {hint}"
+            raise SurfaceRefused(Gap(surface, reason))
+        yield _page(client, answer, surface, field, typename)
         info = connection["pageInfo"]
         if not info["hasNextPage"]:
             return
         if not info["endCursor"] or info["endCursor"] == after:
             raise GitHubError(f"{repo} {field}: the server returned no new page cursor")
         after = info["endCursor"]
+
+
+def _page(client: GraphQLClient, answer: Answer, surface: str, field: str, typename: str) -> Page:
+    """One listing page: its whole items completed, the rest sorted into gaps and gone."""
+    page = Page()
+    problems = _by_index(answer, "repository", field, "nodes")
+    for index, node in enumerate(answer.data["repository"][field]["nodes"]):
+        error = problems.get(index)
+        if node is None or not node.get("id"):
+            if error is None:
+                continue  # GitHub leaves out what the token may not see
+            # Nothing to name it by, so nothing to read again later: the page fails.
+            raise answer.failure([error])
+        page.listed.append(node)
+        if error is not None:
+            page.gaps.append(Gap(surface, describe_error(error), node["id"], node.get("number")))
+            continue
+        try:
+            complete(client, node, typename)
+        except ItemGone:
+            page.gone.append(node)
+            continue
+        except ItemUnreadable as exc:
+            page.gaps.append(Gap(surface, str(exc), node["id"], node.get("number")))
+            continue
+        page.nodes.append(node)
+    return page
+
+
+def _by_index(answer: Answer, *prefix: str) -> dict[int, dict[str, Any]]:
+    """The first error below each item of the list at `prefix`, by the item's index;
+    an error anywhere else makes the whole answer unusable."""
+    found: dict[int, dict[str, Any]] = {}
+    width = len(prefix)
+    for error in answer.errors:
+        path = error["path"]
+        index = path[width] if len(path) > width else None
+        if list(path[:width]) != list(prefix) or not isinstance(index, int):
+            raise answer.failure([error])
+        found.setdefault(index, error)
+    return found

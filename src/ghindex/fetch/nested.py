@@ -4,16 +4,28 @@ A list query brings each item with the first page of its comments, reviews,
 review threads, commits and link events. `complete` asks for the remaining
 pages of each, by the item's node id, and appends them in place, so that what
 is stored is never a truncated listing.
+
+An item deleted meanwhile (GitHub answers `node` null with NOT_FOUND) raises
+`ItemGone`; any other error in those answers raises `ItemUnreadable`, so that the
+caller can leave that one item out of the page and read it again later.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ghindex.errors import GitHubError
-from ghindex.fetch.client import GraphQLClient
+from ghindex.fetch.client import GraphQLClient, describe_error, error_type
 
 Node = dict[str, Any]
+
+
+class ItemGone(Exception):
+    """GitHub no longer has the item being completed."""
+
+
+class ItemUnreadable(Exception):
+    """GitHub answered part of the item's nested pages with an error (the reason)."""
+
 
 # node type -> [(connection field, query that pages it)]
 _CONNECTIONS: dict[str, list[tuple[str, str]]] = {
@@ -46,12 +58,16 @@ def complete(client: GraphQLClient, node: Node, typename: str) -> None:
             continue
         while connection["pageInfo"]["hasNextPage"]:
             after = connection["pageInfo"]["endCursor"]
-            data = client.execute(query, {"id": node["id"], "after": after})
-            fresh = (data.get("node") or {}).get(field)
+            answer = client.execute_partial(query, {"id": node["id"], "after": after})
+            if answer.data.get("node") is None and any(
+                error_type(e) == "NOT_FOUND" and e["path"] == ["node"] for e in answer.errors
+            ):
+                raise ItemGone(node["id"])
+            if answer.errors:
+                raise ItemUnreadable(f"{describe_error(answer.errors[0])} (reading its {field})")
+            fresh = (answer.data.get("node") or {}).get(field)
             if fresh is None:
-                raise GitHubError(
-                    f"{typename} {node['id']} disappeared while reading its {field}: run again"
-                )
+                raise ItemUnreadable(f"GitHub answered no {field} for it")
             connection["nodes"].extend(n for n in fresh["nodes"] if n)
             connection["pageInfo"] = fresh["pageInfo"]
             connection["totalCount"] = fresh.get("totalCount", connection.get("totalCount"))
