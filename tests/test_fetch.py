@@ -83,7 +83,7 @@ def test_fetch_stores_issues_and_pull_requests_with_their_metadata(hello, workdi
     report = json.loads(result.stdout)
     assert report["repos"] == [
         {"repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 0, "releases": 0,
-         "deleted": [], "transferred": [], "inaccessible": [],
+         "deleted": [], "transferred": [], "inaccessible": [], "hidden": [],
          "held_back": [], "skipped": [], "renamed_from": None, "partial": False}
     ]  # fmt: skip
     assert report["requests"] == 5

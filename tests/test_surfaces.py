@@ -135,7 +135,7 @@ def test_every_surface_lands_in_its_table(rich, workdir, run):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["repos"][0] == {
         "repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 1, "releases": 2,
-        "deleted": [], "transferred": [], "inaccessible": [],
+        "deleted": [], "transferred": [], "inaccessible": [], "hidden": [],
          "held_back": [], "skipped": [], "renamed_from": None, "partial": False,
     }  # fmt: skip
     counts = rows(

@@ -71,6 +71,7 @@ class RepoReport:
     deleted: list[str] = field(default_factory=list)
     transferred: list[str] = field(default_factory=list)
     inaccessible: list[str] = field(default_factory=list)  # kept: this token may not read them
+    hidden: list[str] = field(default_factory=list)  # stored minus parts the token may not see
     held_back: list[str] = field(default_factory=list)  # confirmed gone, kept: see GUARD_SHARE
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {surface, handle, reason}
     renamed_from: str | None = None
@@ -85,6 +86,35 @@ class RepoReport:
         shown = {k: v for k, v in vars(self).items() if k != "complete"}
         return {**shown, "partial": self.partial}
 
+    def warnings(self) -> list[str]:
+        """One line per thing this run could not read or would not remove, saying why."""
+        lines = []
+        if self.renamed_from:
+            lines.append(
+                f"{self.renamed_from} is now {self.repo} on GitHub: stored rows "
+                "use the new name; update ghindex.toml or --repo"
+            )
+        for skip in self.skipped:
+            what = skip["handle"] or f"{self.repo} {skip['surface'].replace('_', ' ')}"
+            lines.append(f"skipped {what}: {skip['reason']} (read again on the next run)")
+        if self.inaccessible:
+            lines.append(
+                f"{self.repo}: {_some(self.inaccessible)} can no longer be read with "
+                "this token (FORBIDDEN) and were kept"
+            )
+        if self.held_back:
+            lines.append(
+                f"{self.repo}: {_some(self.held_back)} look deleted or moved, more "
+                f"than {GUARD_SHARE:.0%} of the stored items, so nothing was removed: "
+                "check the token's access, then run `ghindex fetch --full --force`"
+            )
+        if self.hidden:
+            lines.append(
+                f"{self.repo}: {_some(self.hidden)} stored without the parts this "
+                "token may not see (FORBIDDEN below them)"
+            )
+        return lines
+
 
 @dataclass
 class FetchReport:
@@ -94,6 +124,9 @@ class FetchReport:
     cost: int = 0
     client: dict[str, Any] = field(default_factory=dict)
     rate_limit: dict[str, Any] | None = None
+
+    def warnings(self) -> list[str]:
+        return [line for repo in self.repos for line in repo.warnings()]
 
     @property
     def status(self) -> str:
@@ -109,6 +142,7 @@ class FetchReport:
             "cost": self.cost,
             "client": self.client,
             "rate_limit": self.rate_limit,
+            "warnings": self.warnings(),
         }
 
 
@@ -236,7 +270,7 @@ def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, say: 
     stored = 0
     for page in listings.issue_pages(client, repo, since):
         with transaction(con):
-            _store_page(con, done, _ISSUES, page.nodes, page.gaps, page.gone)
+            _store_page(con, done, _ISSUES, page)
             cursors.set_high_water_mark(
                 con, repo, "issues", newest_update(page.listed), len(page.nodes)
             )
@@ -260,40 +294,38 @@ def _sync_descending(
     newest: datetime | None = None
     for page in surface.pages(client, repo):
         fresh = {n["id"] for n in page.listed if _newer(n, stop_before)}
-        nodes = [n for n in page.nodes if n["id"] in fresh]
-        skipped = [g for g in page.gaps if g.node_id in fresh]
+        kept = listings.Page(
+            listed=[n for n in page.listed if n["id"] in fresh],
+            nodes=[n for n in page.nodes if n["id"] in fresh],
+            gaps=[g for g in page.gaps if g.node_id in fresh],
+            gone=page.gone,
+            hidden=[n for n in page.hidden if n["id"] in fresh],
+        )
         with transaction(con):
-            _store_page(con, done, surface, nodes, skipped, page.gone)
-        stored += len(nodes)
-        listed = [n for n in page.listed if n["id"] in fresh]
-        newest = max([newest, newest_update(listed)], key=_sortable)
+            _store_page(con, done, surface, kept)
+        stored += len(kept.nodes)
+        newest = max([newest, newest_update(kept.listed)], key=_sortable)
         say(f"{repo}: {stored} {surface.name.replace('_', ' ')}")
-        if len(fresh) < len(page.listed):
+        if len(kept.listed) < len(page.listed):
             break
     with transaction(con):
         cursors.set_high_water_mark(con, repo, surface.name, newest, stored)
     return stored
 
 
-def _store_page(
-    con,
-    done: RepoReport,
-    surface: _Surface,
-    nodes: Sequence[Node],
-    skipped: Sequence[listings.Gap],
-    gone: Sequence[Node],
-) -> None:
+def _store_page(con, done: RepoReport, surface: _Surface, page: listings.Page) -> None:
     """One page's items, its gaps and the items GitHub deleted while it was read."""
     repo = done.repo
-    surface.save(con, repo, nodes)
-    gaps.clear(con, repo, surface.name, [n["id"] for n in nodes])
-    for gap in skipped:
+    surface.save(con, repo, page.nodes)
+    gaps.clear(con, repo, surface.name, [n["id"] for n in page.nodes])
+    done.hidden += [items.issue_handle(repo, n["number"]) for n in page.hidden]
+    for gap in page.gaps:
         handle = items.issue_handle(repo, gap.number) if gap.number is not None else None
         gaps.record(con, repo, surface.name, gap.node_id, handle, gap.reason)
         done.skipped.append({"surface": surface.name, "handle": handle, "reason": gap.reason})
-    handles = [items.issue_handle(repo, n["number"]) for n in gone]
+    handles = [items.issue_handle(repo, n["number"]) for n in page.gone]
     items.delete_items(con, surface.name, handles)
-    gaps.clear(con, repo, surface.name, [n["id"] for n in gone])
+    gaps.clear(con, repo, surface.name, [n["id"] for n in page.gone])
     done.deleted += handles
 
 
@@ -386,6 +418,13 @@ def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: P
     with transaction(con):
         for table, handles in gone.items():
             items.delete_items(con, table, handles)
+
+
+def _some(handles: Sequence[str], shown: int = 3) -> str:
+    """ "3 items (octo/a#1, octo/a#2, octo/a#5)", at most `shown` named."""
+    more = f", +{len(handles) - shown} more" if len(handles) > shown else ""
+    noun = "item" if len(handles) == 1 else "items"
+    return f"{len(handles)} {noun} ({', '.join(handles[:shown])}{more})"
 
 
 def _repo_of(node: Node) -> str | None:

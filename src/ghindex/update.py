@@ -26,6 +26,7 @@ def update(
     client: GraphQLClient,
     *,
     full: bool = False,
+    force: bool = False,
     git: Sequence[GitSource] = (),
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def update(
             report["pulled"] = pull(store, settings.workdir, ref=ref).as_dict()
         repos = chosen_repos(client, settings)
         report["fetched"] = fetch(
-            settings.state_path, client, repos, full=full, progress=progress
+            settings.state_path, client, repos, full=full, force=force, progress=progress
         ).as_dict()
         report["built"] = build(settings, git=git, progress=progress).as_dict()
         say("publishing")

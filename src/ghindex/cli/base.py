@@ -38,6 +38,13 @@ max_wait_option = click.option(
     "(env GHINDEX_MAX_WAIT, default 3600).",
 )
 
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="With --full: remove the items GitHub confirms gone even when they are more than "
+    "10% of a repository's stored items (otherwise nothing is removed then).",
+)
+
 
 def snapshot_options(command):
     """--store and --snapshot: where a query command reads."""

@@ -9,6 +9,7 @@ import click
 from ghindex.cli.base import (
     Context,
     cli,
+    force_option,
     git_option,
     json_option,
     max_wait_option,
@@ -39,6 +40,7 @@ from ghindex.output import emit_json, progress
     is_flag=True,
     help="Ignore the high-water marks, read everything, and remove items GitHub confirms gone.",
 )
+@force_option
 @max_wait_option
 @json_option
 @click.pass_obj
@@ -47,6 +49,7 @@ def fetch(
     repos: tuple[str, ...],
     orgs: tuple[str, ...],
     full: bool,
+    force: bool,
     max_wait: float | None,
     as_json: bool,
 ) -> None:
@@ -57,9 +60,14 @@ def fetch(
     Enterprise Server or any server speaking GitHub's GraphQL schema.
 
     \b
+    What GitHub answers with an error (an item, a surface the token may not read) is
+    skipped with a warning and read again on the next run; see docs/github-behaviour.md.
+
+    \b
     Examples:
       ghindex fetch --repo psf/requests --repo encode/httpx
       ghindex fetch --org encode --max-wait 600
+      ghindex fetch --repo psf/requests --full     # also remove what GitHub deleted
     """
     settings = obj.settings(repos=repos, orgs=orgs, max_wait=max_wait)
     if not settings.repos and not settings.orgs:
@@ -77,11 +85,14 @@ def fetch(
             client,
             chosen_repos(client, settings),
             full=full,
+            force=force,
             progress=progress(not as_json),
         )
     if as_json:
         emit_json(report.as_dict())
         return
+    for line in report.warnings():
+        click.echo(f"warning: {line}", err=True)
     for repo in report.repos:
         gone = f", {len(repo.deleted)} deleted" if repo.deleted else ""
         moved = f", {len(repo.transferred)} transferred away" if repo.transferred else ""

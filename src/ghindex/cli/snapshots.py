@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, git_option, json_option, max_wait_option, wiki_option
+from ghindex.cli.base import (
+    Context,
+    cli,
+    force_option,
+    git_option,
+    json_option,
+    max_wait_option,
+    wiki_option,
+)
 from ghindex.output import emit_json, progress
 
 store_option = click.option(
@@ -100,10 +108,11 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
 @git_option
 @wiki_option
 @click.option("--full", is_flag=True, help="Fetch everything and re-read git sources.")
+@force_option
 @max_wait_option
 @json_option
 @click.pass_obj
-def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, max_wait,
+def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force, max_wait,
            as_json) -> None:  # fmt: skip
     """Pull the latest snapshot (if any), fetch, build, publish: what CI runs.
 
@@ -128,11 +137,19 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, max_wa
     sources += [GitSource(Path(p), wiki=True) for p in wiki_paths]
     with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
         report = run_update(
-            settings, target, client, full=full, git=sources, progress=progress(not as_json)
+            settings,
+            target,
+            client,
+            full=full,
+            force=force,
+            git=sources,
+            progress=progress(not as_json),
         )
     if as_json:
         emit_json(report)
         return
+    for line in report["fetched"]["warnings"]:
+        click.echo(f"warning: {line}", err=True)
     click.echo(report["published"]["snapshot_id"])
 
 

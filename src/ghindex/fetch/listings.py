@@ -24,7 +24,7 @@ from ghindex.fetch.client import (
     error_type,
     permission_hint,
 )
-from ghindex.fetch.nested import ItemGone, ItemUnreadable, complete
+from ghindex.fetch.nested import ItemGone, ItemUnreadable, complete, hidden_only
 
 Node = dict[str, Any]
 
@@ -57,6 +57,7 @@ class Page:
     nodes: list[Node] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
     gone: list[Node] = field(default_factory=list)
+    hidden: list[Node] = field(default_factory=list)  # in `nodes`, minus what the token may not see
 
 
 class SurfaceRefused(Exception):
@@ -73,7 +74,7 @@ class Located:
 
     found: dict[str, Node] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)  # NOT_FOUND: GitHub has no such node
-    unreadable: dict[str, str] = field(default_factory=dict)  # FORBIDDEN: id -> reason
+    unreadable: dict[str, str] = field(default_factory=dict)  # id -> why (FORBIDDEN, ...)
 
 
 def repository(client: GraphQLClient, repo: str) -> Node:
@@ -141,7 +142,7 @@ def locate(client: GraphQLClient, node_ids: list[str]) -> Located:
             raise GitHubError(f"GitHub answered {len(nodes)} nodes for {len(batch)} ids: run again")
         problems = _by_index(answer, "nodes")
         for index, (node_id, node) in enumerate(zip(batch, nodes, strict=True)):
-            error = problems.get(index)
+            error = (problems.get(index) or [None])[0]
             kind = error_type(error) if error else None
             if node is not None and error is None:
                 located.found[node_id] = node
@@ -176,21 +177,22 @@ def items_by_id(client: GraphQLClient, ids: dict[str, list[str]]) -> dict[str, L
             problems = _by_index(answer, name)
             typename = SURFACES[surface][2]
             for index, (node_id, node) in enumerate(zip(batch[surface], nodes, strict=True)):
-                error = problems.get(index)
-                if error is None and node is not None:
-                    try:
-                        complete(client, node, typename)
-                    except ItemGone:
+                errors = problems.get(index, [])
+                if node is None:
+                    if errors and error_type(errors[0]) == "NOT_FOUND":
                         located[surface].gone.add(node_id)
-                        continue
-                    except ItemUnreadable as exc:
-                        located[surface].unreadable[node_id] = str(exc)
-                        continue
-                    located[surface].found[node_id] = node
-                elif error is not None and error_type(error) == "NOT_FOUND" and node is None:
+                    else:
+                        located[surface].unreadable[node_id] = describe_error(
+                            errors[0] if errors else None
+                        )
+                    continue
+                outcome, reason = _settle(client, node, errors, typename)
+                if outcome == "gone":
                     located[surface].gone.add(node_id)
+                elif outcome == "unreadable":
+                    located[surface].unreadable[node_id] = reason
                 else:
-                    located[surface].unreadable[node_id] = describe_error(error)
+                    located[surface].found[node_id] = node
     return located
 
 
@@ -232,37 +234,50 @@ def _page(client: GraphQLClient, answer: Answer, surface: str, field: str, typen
     page = Page()
     problems = _by_index(answer, "repository", field, "nodes")
     for index, node in enumerate(answer.data["repository"][field]["nodes"]):
-        error = problems.get(index)
+        errors = problems.get(index, [])
         if node is None or not node.get("id"):
-            if error is None:
+            if not errors:
                 continue  # GitHub leaves out what the token may not see
             # Nothing to name it by, so nothing to read again later: the page fails.
-            raise answer.failure([error])
+            raise answer.failure(errors)
         page.listed.append(node)
-        if error is not None:
-            page.gaps.append(Gap(surface, describe_error(error), node["id"], node.get("number")))
-            continue
-        try:
-            complete(client, node, typename)
-        except ItemGone:
+        outcome, reason = _settle(client, node, errors, typename)
+        if outcome == "gone":
             page.gone.append(node)
-            continue
-        except ItemUnreadable as exc:
-            page.gaps.append(Gap(surface, str(exc), node["id"], node.get("number")))
-            continue
-        page.nodes.append(node)
+        elif outcome == "unreadable":
+            page.gaps.append(Gap(surface, reason, node["id"], node.get("number")))
+        else:
+            page.nodes.append(node)
+            if outcome == "hidden":
+                page.hidden.append(node)
     return page
 
 
-def _by_index(answer: Answer, *prefix: str) -> dict[int, dict[str, Any]]:
-    """The first error below each item of the list at `prefix`, by the item's index;
-    an error anywhere else makes the whole answer unusable."""
-    found: dict[int, dict[str, Any]] = {}
+def _settle(
+    client: GraphQLClient, node: Node, errors: list[dict[str, Any]], typename: str
+) -> tuple[str, str]:
+    """What became of one item GitHub answered (with `errors` below it): "read",
+    "hidden" (read, minus parts the token may not see), "gone" or "unreadable"."""
+    if errors and not hidden_only(errors):
+        return "unreadable", describe_error(errors[0])
+    try:
+        hidden = complete(client, node, typename)
+    except ItemGone:
+        return "gone", "deleted while being read"
+    except ItemUnreadable as exc:
+        return "unreadable", str(exc)
+    return ("hidden" if hidden or errors else "read"), ""
+
+
+def _by_index(answer: Answer, *prefix: str) -> dict[int, list[dict[str, Any]]]:
+    """The errors below each item of the list at `prefix`, by the item's index; an
+    error anywhere else makes the whole answer unusable."""
+    found: dict[int, list[dict[str, Any]]] = {}
     width = len(prefix)
     for error in answer.errors:
         path = error["path"]
         index = path[width] if len(path) > width else None
         if list(path[:width]) != list(prefix) or not isinstance(index, int):
             raise answer.failure([error])
-        found.setdefault(index, error)
+        found.setdefault(index, []).append(error)
     return found

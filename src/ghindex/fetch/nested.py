@@ -6,7 +6,9 @@ pages of each, by the item's node id, and appends them in place, so that what
 is stored is never a truncated listing.
 
 An item deleted meanwhile (GitHub answers `node` null with NOT_FOUND) raises
-`ItemGone`; any other error in those answers raises `ItemUnreadable`, so that the
+`ItemGone`. Parts the token may not see (FORBIDDEN below the item, say a cross-
+reference from a repository behind SAML) are left out, as GitHub leaves them null,
+and `complete` returns True. Any other error raises `ItemUnreadable`, so that the
 caller can leave that one item out of the page and read it again later.
 """
 
@@ -50,8 +52,15 @@ _CHILDREN: dict[str, list[tuple[str, str]]] = {
 }
 
 
-def complete(client: GraphQLClient, node: Node, typename: str) -> None:
-    """Fetch every remaining page of `node`'s nested connections, recursively."""
+def hidden_only(errors: list[dict[str, Any]]) -> bool:
+    """Whether every error is a part the token may not read (and nothing else failed)."""
+    return all(error_type(e) == "FORBIDDEN" for e in errors)
+
+
+def complete(client: GraphQLClient, node: Node, typename: str) -> bool:
+    """Fetch every remaining page of `node`'s nested connections, recursively; True
+    when GitHub left out parts this token may not read."""
+    hidden = False
     for field, query in _CONNECTIONS.get(typename, []):
         connection = node.get(field)
         if not connection:
@@ -63,8 +72,11 @@ def complete(client: GraphQLClient, node: Node, typename: str) -> None:
                 error_type(e) == "NOT_FOUND" and e["path"] == ["node"] for e in answer.errors
             ):
                 raise ItemGone(node["id"])
-            if answer.errors:
+            if answer.errors and (
+                answer.data.get("node") is None or not hidden_only(answer.errors)
+            ):
                 raise ItemUnreadable(f"{describe_error(answer.errors[0])} (reading its {field})")
+            hidden = hidden or bool(answer.errors)
             fresh = (answer.data.get("node") or {}).get(field)
             if fresh is None:
                 raise ItemUnreadable(f"GitHub answered no {field} for it")
@@ -73,4 +85,6 @@ def complete(client: GraphQLClient, node: Node, typename: str) -> None:
             connection["totalCount"] = fresh.get("totalCount", connection.get("totalCount"))
     for field, child_type in _CHILDREN.get(typename, []):
         for child in (node.get(field) or {}).get("nodes") or []:
-            complete(client, child, child_type)
+            if child:
+                hidden = complete(client, child, child_type) or hidden
+    return hidden

@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 import duckdb
 
-from ghindex.store.rows import Node, Row, count, insert, login, nodes_of, now, unique
+from ghindex.store.rows import (
+    Node,
+    Row,
+    author_of,
+    count,
+    insert,
+    login,
+    nodes_of,
+    now,
+    unique,
+)
 
 
 def comment_handle(parent: str, database_id: int | str) -> str:
@@ -43,7 +53,7 @@ def replace_reviews(
 ) -> None:
     rows = []
     for node in nodes_of(reviews):
-        author = node.get("author") or {}
+        author = author_of(node)
         rows.append(
             {
                 "handle": review_handle(parent, handle_key(node)),
@@ -75,7 +85,7 @@ def replace_review_comments(
     rows = []
     for thread in threads:
         for node in nodes_of(thread.get("comments")):
-            author = node.get("author") or {}
+            author = author_of(node)
             review = (node.get("pullRequestReview") or {}).get("databaseId")
             reply = (node.get("replyTo") or {}).get("databaseId")
             rows.append(
@@ -116,7 +126,7 @@ def replace_review_comments(
 def _comment_row(
     repo: str, parent: str, number: int, kind: str, node: Node, reply_to: Row | None
 ) -> Row:
-    author = node.get("author") or {}
+    author = author_of(node)
     return {
         "handle": comment_handle(parent, handle_key(node)),
         "repo": repo,

@@ -19,6 +19,7 @@ import duckdb
 from ghindex.store import conversation, edges
 from ghindex.store.rows import (
     Node,
+    author_of,
     count,
     delete_where_in,
     insert,
@@ -103,7 +104,7 @@ def save_discussions(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
     rows = []
     for node in nodes:
         handle = issue_handle(repo, node["number"])
-        author = node.get("author") or {}
+        author = author_of(node)
         answer = node.get("answer") or {}
         category = node.get("category") or {}
         rows.append(
@@ -155,7 +156,7 @@ def replace_releases(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
             "url": node.get("url"),
             "node_id": node.get("id"),
             "database_id": node.get("databaseId"),
-            "author": login(node.get("author")),
+            "author": login(author_of(node)),
             "is_draft": node.get("isDraft"),
             "is_prerelease": node.get("isPrerelease"),
             "is_latest": node.get("isLatest"),
@@ -185,7 +186,7 @@ def delete_items(con: duckdb.DuckDBPyConnection, table: str, handles: Sequence[s
 
 def _thread_row(repo: str, node: Node) -> dict[str, Any]:
     """Columns issues and pull requests share."""
-    author = node.get("author") or {}
+    author = author_of(node)
     milestone = node.get("milestone") or {}
     return {
         "handle": issue_handle(repo, node["number"]),

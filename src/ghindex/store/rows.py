@@ -83,6 +83,16 @@ def login(actor: Node | None) -> str | None:
     return (actor or {}).get("login")
 
 
+# GitHub's stand-in for a deleted account: GraphQL answers `author: null`, the web and
+# the REST API show the user "ghost". Stored the same way, so the author is never blank.
+GHOST = {"__typename": "User", "login": "ghost"}
+
+
+def author_of(node: Node) -> Node:
+    """The author of a comment, item or release, with "ghost" for a deleted account."""
+    return node.get("author") or GHOST
+
+
 def count(connection: Node | None) -> int | None:
     return (connection or {}).get("totalCount")
 
