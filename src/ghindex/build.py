@@ -25,7 +25,7 @@ from ghindex.documents import DocumentSettings, iter_documents
 from ghindex.embed import Embedder, canonical_model_name
 from ghindex.errors import StateError
 from ghindex.graph import replace_doc_links
-from ghindex.store import cursors
+from ghindex.store import cursors, gaps
 from ghindex.store.state import open_state, transaction
 
 FORMAT_VERSION = 1
@@ -171,6 +171,9 @@ def write_manifest(
         cursors = repos.setdefault(repo, {"cursors": {}})["cursors"]
         if surface:
             cursors[surface] = mark.isoformat() if mark else None
+    for repo, health in gaps.health(con).items():
+        if repo in repos:
+            repos[repo]["fetch"] = health
     manifest = {
         "build_id": uuid.uuid4().hex[:12],
         "format_version": FORMAT_VERSION,

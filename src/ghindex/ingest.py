@@ -365,8 +365,8 @@ def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress
     with transaction(con):
         for name, where in located.items():
             surface = _THREADS[name]
-            here = [n for n in where.found.values() if _repo_of(n) == repo]
-            moved = [i for i, n in where.found.items() if _repo_of(n) != repo]
+            here = [n for n in where.found.values() if not _elsewhere(n, repo, name)]
+            moved = [i for i, n in where.found.items() if _elsewhere(n, repo, name)]
             surface.save(con, repo, here)
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)
@@ -399,7 +399,7 @@ def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: P
     say(f"{repo}: confirming {len(candidates)} items missing from the listings")
     where = listings.locate(client, list(candidates))
     done.inaccessible = sorted(candidates[i][1] for i in where.unreadable)
-    moved = {i for i, n in where.found.items() if _repo_of(n) != repo}
+    moved = {i for i, n in where.found.items() if _elsewhere(n, repo, candidates[i][0])}
     removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
     if not removals:
         return
@@ -427,8 +427,13 @@ def _some(handles: Sequence[str], shown: int = 3) -> str:
     return f"{len(handles)} {noun} ({', '.join(handles[:shown])}{more})"
 
 
-def _repo_of(node: Node) -> str | None:
-    return (node.get("repository") or {}).get("nameWithOwner")
+def _elsewhere(node: Node, repo: str, table: str) -> bool:
+    """Whether an item now lives somewhere else: another repository (transferred), or
+    another kind of item (an issue converted to a discussion answers as a Discussion)."""
+    typename = node.get("__typename")
+    if typename and typename != listings.TYPENAMES[table]:
+        return True
+    return (node.get("repository") or {}).get("nameWithOwner") != repo
 
 
 def _stored_items(con, repo: str) -> int:

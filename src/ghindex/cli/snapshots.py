@@ -231,6 +231,27 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     for repo, info in sorted(summary["repos"].items()):
         cursors = ", ".join(f"{k} {v}" for k, v in sorted(info.get("cursors", {}).items()))
         click.echo(f"  {repo}: {cursors}")
+        for line in _fetch_health(info.get("fetch") or {}):
+            click.echo(f"    {line}")
+
+
+def _fetch_health(health: dict) -> list[str]:
+    """What the last fetch of a repository could not read or remove, for `status`."""
+    lines = []
+    last = health.get("last_fetch") or {}
+    if last:
+        counted = ", ".join(
+            f"{last[k]} {k.replace('_', ' ')}"
+            for k in ("deleted", "transferred", "inaccessible", "held_back", "hidden", "skipped")
+            if last.get(k)
+        )
+        lines.append(f"last fetch {last['status']} at {last['finished_at']}"
+                     + (f": {counted}" if counted else ""))  # fmt: skip
+    for surface, reason in sorted((health.get("refused") or {}).items()):
+        lines.append(f"not read: {surface.replace('_', ' ')} ({reason})")
+    if health.get("unread_items"):
+        lines.append(f"{health['unread_items']} items waiting to be read again")
+    return lines
 
 
 def _age(seconds: int | None) -> str:

@@ -36,6 +36,8 @@ SURFACES = {
     "releases": ("releases", "releases", "Release"),
 }
 
+TYPENAMES = {surface: typename for surface, _field, typename in SURFACES.values()}
+
 
 @dataclass(frozen=True)
 class Gap:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from typing import Any
 
 import duckdb
 
@@ -53,3 +55,37 @@ def items(con: duckdb.DuckDBPyConnection, repo: str) -> dict[str, list[str]]:
     ).fetchall():
         found.setdefault(surface, []).append(node_id)
     return found
+
+
+def health(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Per repository: how its last fetch went and what is still unread, for the
+    manifest and `status` (a permissions change shows here)."""
+    found: dict[str, dict[str, Any]] = {}
+    for repo, surface, node_id, reason in con.execute(
+        "SELECT repo, surface, node_id, reason FROM fetch_gaps ORDER BY repo, surface, node_id"
+    ).fetchall():
+        entry = found.setdefault(repo, {"unread_items": 0, "refused": {}})
+        if node_id:
+            entry["unread_items"] += 1
+        else:
+            entry["refused"][surface] = reason
+    for run_id, finished, status, stats in con.execute(
+        "SELECT run_id, finished_at, status, stats FROM runs WHERE command = 'fetch' "
+        "ORDER BY started_at"
+    ).fetchall():
+        body = json.loads(stats) if stats else {}
+        for repo in body.get("repos") or []:
+            if not isinstance(repo, dict) or not isinstance(repo.get("repo"), str):
+                continue
+            entry = found.setdefault(repo["repo"], {"unread_items": 0, "refused": {}})
+            entry["last_fetch"] = {
+                "run_id": run_id,
+                "finished_at": finished.isoformat() if finished else None,
+                "status": status,
+                **{key: len(repo.get(key) or []) for key in _COUNTED},
+            }
+    return found
+
+
+# What a fetch report lists per repository, counted in `health`.
+_COUNTED = ("deleted", "transferred", "inaccessible", "held_back", "hidden", "skipped")
