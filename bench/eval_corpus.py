@@ -264,11 +264,13 @@ def connection(nodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"totalCount": len(nodes), "pageInfo": dict(EMPTY_PAGE), "nodes": nodes}
 
 
-def _author(record: dict[str, Any]) -> dict[str, Any] | None:
+def _author(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's author; unknown stays unknown (a null `author` would mean the
+    deleted-account "ghost" on GitHub, which the corpus does not say)."""
     login = record.get("author")
     if isinstance(login, dict):
         login = login.get("login")
-    return {"__typename": "User", "login": str(login)} if login else None
+    return {"__typename": "User", "login": str(login) if login else None}
 
 
 def _labels(record: dict[str, Any]) -> list[str]:

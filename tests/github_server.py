@@ -988,6 +988,18 @@ def event(typename: str, hours: float = 1, **fields: Any) -> dict[str, Any]:
     return {"__typename": typename, "createdAt": _at(hours), **fields}
 
 
+def _rename_references(value: Any, old: str, new: str) -> None:
+    """Every `{"nameWithOwner": old}` below `value` now says `new`, as GitHub answers."""
+    if isinstance(value, dict):
+        if value.get("nameWithOwner") == old:
+            value["nameWithOwner"] = new
+        for child in value.values():
+            _rename_references(child, old, new)
+    elif isinstance(value, list):
+        for child in value:
+            _rename_references(child, old, new)
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -1236,6 +1248,7 @@ class GitHubServer:
                     item["url"] = item["url"].replace(f"/{old}/", f"/{new}/")
             self.repos[new] = entry
             self.renames[old] = new
+            _rename_references(self.repos, old, new)
 
     # -- fault injection (faults fire in the order they were queued)
 

@@ -471,23 +471,22 @@ def test_primary_rate_limit_403_is_waited_out_by_fetch(github, workdir, run):
     assert rows(workdir, "SELECT number FROM issues") == [(1,)]
 
 
-def test_partial_page_stores_nothing_from_that_page(github, workdir, run):
+def test_a_null_item_in_a_page_is_named_and_read_again_by_id(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
     # Repository and the first issue page are whole; the second has a null node.
     github.partial_errors_next(
         "Resource not accessible", path=["repository", "issues", "nodes", 5], after=2
     )
 
-    failed = run("fetch", "--repo", "octo/big")
+    result = run("fetch", "--repo", "octo/big")
 
-    assert error_line(failed) == (
-        "Error: GitHub answered Issues with partial data and an error at "
-        "repository.issues.nodes.5: Resource not accessible"
-    )
-    assert rows(workdir, "SELECT count(*), max(number) FROM issues") == [(100, 100)]
-    assert rows(workdir, "SELECT high_water_mark FROM sync_state WHERE surface = 'issues'") == [
-        (parse_time("2024-01-01T01:40:00Z"),)  # updatedAt of issue 100
-    ]
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("octo/big: 250 issues,")
+    assert rows(workdir, "SELECT count(*), count(DISTINCT number) FROM issues") == [(250, 250)]
+    assert rows(workdir, "SELECT count(*) FROM fetch_gaps") == [(0,)]
+    operations = [r["operation"] for r in github.requests]
+    assert operations[:5] == ["Repository", "Issues", "Issues", "IssueIds", "Issues"]
+    assert "Items" in operations
 
 
 def test_502_forever_leaves_the_state_as_it_was(hello, workdir, run, monkeypatch):

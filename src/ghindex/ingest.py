@@ -367,7 +367,7 @@ def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress
             surface = _THREADS[name]
             here = [n for n in where.found.values() if not _elsewhere(n, repo, name)]
             moved = [i for i, n in where.found.items() if _elsewhere(n, repo, name)]
-            surface.save(con, repo, here)
+            setattr(done, name, getattr(done, name) + surface.save(con, repo, here))
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)
             done.deleted += [known[i] for i in where.gone if known.get(i)]

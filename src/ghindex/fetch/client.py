@@ -56,7 +56,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import cache
@@ -156,6 +156,7 @@ class Answer:
     data: dict[str, Any]
     errors: list[dict[str, Any]]
     operation: str = ""
+    variables: dict[str, Any] = field(default_factory=dict)  # as sent, page size included
 
     def failure(self, errors: list[dict[str, Any]] | None = None) -> GitHubError:
         """The one-line error for `errors` (default: all of them), for a caller that
@@ -334,7 +335,7 @@ class GraphQLClient:
         while True:
             self._mind_budget(name)
             sent = dict(variables)
-            if page is not None:
+            if page is not None and "first" not in variables:  # a caller's size stands
                 sent["first"] = self._page_sizes.setdefault(name, page)
             request = GraphQLRequest(document, variable_values=sent, operation_name=operation)
             try:
@@ -375,6 +376,7 @@ class GraphQLClient:
     # -- one HTTP round trip
 
     def _attempt(self, name: str, request: GraphQLRequest, partial: bool) -> Answer:
+        sent = dict(request.variable_values or {})
         try:
             result = self._gql.execute(request, get_execution_result=True)
             data, errors = result.data, result.errors
@@ -406,7 +408,7 @@ class GraphQLClient:
                     heavy=True,
                 )
             if partial and isinstance(data, dict) and all(e.get("path") for e in errors):
-                return Answer(data, errors, request.operation_name or name)
+                return Answer(data, errors, request.operation_name or name, sent)
             if any(_NOT_ACCESSIBLE in str(e.get("message", "")).lower() for e in errors):
                 raise GitHubError(
                     f"the token may not read what {request.operation_name or name} asks for "
@@ -414,7 +416,7 @@ class GraphQLClient:
                 )
             variables = request.variable_values or {}
             raise _query_error(errors, data, variables, request.operation_name or name)
-        return Answer(data, [], request.operation_name or name)
+        return Answer(data, [], request.operation_name or name, sent)
 
     def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One HTTP round trip: the parsed body of a 2xx answer, or a classified failure."""

@@ -11,7 +11,7 @@ whole surface the token may not read raises `SurfaceRefused`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -176,7 +176,7 @@ def items_by_id(client: GraphQLClient, ids: dict[str, list[str]]) -> dict[str, L
         answer = client.execute_partial("items", variables)
         for surface, name in fields.items():
             nodes = answer.data.get(name) or [None] * len(batch[surface])
-            problems = _by_index(answer, name)
+            problems = _by_index(answer, name, among=list(fields.values()))
             typename = SURFACES[surface][2]
             for index, (node_id, node) in enumerate(zip(batch[surface], nodes, strict=True)):
                 errors = problems.get(index, [])
@@ -201,28 +201,26 @@ def items_by_id(client: GraphQLClient, ids: dict[str, list[str]]) -> dict[str, L
 def _pages(
     client: GraphQLClient, query: str, repo: str, variables: dict[str, Any]
 ) -> Iterator[Page]:
-    surface, field, typename = SURFACES[query]
+    surface, field, _typename = SURFACES[query]
     owner, name = repo.split("/", 1)
     after: str | None = None
     while True:
         answer = client.execute_partial(
             query, {"owner": owner, "name": name, **variables, "after": after}
         )
-        if not answer.data.get("repository"):
-            if answer.errors:
-                raise answer.failure()
-            raise RepoNotFound(f"repository {repo} disappeared during the fetch: run again")
-        connection = answer.data["repository"].get(field)
+        # A failing non-null field nulls its parent: a refused `discussions` nulls `repository`.
+        connection = (answer.data.get("repository") or {}).get(field)
         if connection is None:
             refusal = next(
                 (e for e in answer.errors if e["path"][:2] == ["repository", field]), None
             )
-            if refusal is None or error_type(refusal) != "FORBIDDEN":
+            if refusal is not None and error_type(refusal) == "FORBIDDEN":
+                hint = permission_hint(query, str(refusal.get("message", "")))
+                raise SurfaceRefused(Gap(surface, f"{describe_error(refusal)}: {hint}"))
+            if answer.errors:
                 raise answer.failure()
-            hint = permission_hint(query, str(refusal.get("message", "")))
-            reason = f"{describe_error(refusal)}: {hint}"
-            raise SurfaceRefused(Gap(surface, reason))
-        yield _page(client, answer, surface, field, typename)
+            raise RepoNotFound(f"repository {repo} disappeared during the fetch: run again")
+        yield _page(client, answer, query)
         info = connection["pageInfo"]
         if not info["hasNextPage"]:
             return
@@ -231,17 +229,27 @@ def _pages(
         after = info["endCursor"]
 
 
-def _page(client: GraphQLClient, answer: Answer, surface: str, field: str, typename: str) -> Page:
+def _page(client: GraphQLClient, answer: Answer, query: str) -> Page:
     """One listing page: its whole items completed, the rest sorted into gaps and gone."""
+    surface, field, typename = SURFACES[query]
     page = Page()
     problems = _by_index(answer, "repository", field, "nodes")
-    for index, node in enumerate(answer.data["repository"][field]["nodes"]):
+    nodes = answer.data["repository"][field]["nodes"]
+    unnamed = [i for i, node in enumerate(nodes) if not (node or {}).get("id") and i in problems]
+    names = _page_ids(client, answer, query) if unnamed else {}
+    for index, node in enumerate(nodes):
         errors = problems.get(index, [])
-        if node is None or not node.get("id"):
-            if not errors:
-                continue  # GitHub leaves out what the token may not see
-            # Nothing to name it by, so nothing to read again later: the page fails.
-            raise answer.failure(errors)
+        if index in unnamed:
+            # A failing non-null part nulled the whole item: named by a light query of the
+            # same page, it waits in the gaps to be read again by id.
+            named = names.get(index)
+            if named is None:
+                raise answer.failure(errors)
+            page.listed.append(named)
+            page.gaps.append(Gap(surface, describe_error(errors[0]), named["id"], named["number"]))
+            continue
+        if not (node or {}).get("id"):
+            continue  # GitHub leaves out what the token may not see
         page.listed.append(node)
         outcome, reason = _settle(client, node, errors, typename)
         if outcome == "gone":
@@ -253,6 +261,20 @@ def _page(client: GraphQLClient, answer: Answer, surface: str, field: str, typen
             if outcome == "hidden":
                 page.hidden.append(node)
     return page
+
+
+def _page_ids(client: GraphQLClient, answer: Answer, query: str) -> dict[int, Node]:
+    """The items of the page `answer` holds, by position: id, number, updatedAt."""
+    light = f"{query.removesuffix('s')}_ids"
+    if light not in _ID_QUERIES:
+        return {}
+    field = SURFACES[query][1]
+    data = client.execute(light, answer.variables)
+    nodes = ((data.get("repository") or {}).get(field) or {}).get("nodes") or []
+    return {i: node for i, node in enumerate(nodes) if node and node.get("id")}
+
+
+_ID_QUERIES = {"issue_ids", "pull_request_ids", "discussion_ids"}
 
 
 def _settle(
@@ -271,12 +293,17 @@ def _settle(
     return ("hidden" if hidden or errors else "read"), ""
 
 
-def _by_index(answer: Answer, *prefix: str) -> dict[int, list[dict[str, Any]]]:
+def _by_index(
+    answer: Answer, *prefix: str, among: Sequence[str] = ()
+) -> dict[int, list[dict[str, Any]]]:
     """The errors below each item of the list at `prefix`, by the item's index; an
-    error anywhere else makes the whole answer unusable."""
+    error anywhere else makes the whole answer unusable, except below the other
+    top-level fields named in `among` (each read on its own)."""
     found: dict[int, list[dict[str, Any]]] = {}
     width = len(prefix)
     for error in answer.errors:
+        if error["path"][0] != prefix[0] and error["path"][0] in among:
+            continue
         path = error["path"]
         index = path[width] if len(path) > width else None
         if list(path[:width]) != list(prefix) or not isinstance(index, int):
