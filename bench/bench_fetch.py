@@ -54,7 +54,17 @@ def estimated_cost(name: str) -> int:
     document = load_query(name)
     fragments = {d.name.value: d for d in document.definitions if hasattr(d, "type_condition")}
     operation = next(d for d in document.definitions if not hasattr(d, "type_condition"))
+    defaults = {  # page sizes given as `$first`: their defaults are what the client sends
+        v.variable.name.value: int(v.default_value.value)
+        for v in operation.variable_definitions or ()
+        if v.default_value is not None and hasattr(v.default_value, "value")
+    }
     requests = 0
+
+    def page_size(argument) -> int | None:
+        if hasattr(argument.value, "value"):
+            return int(argument.value.value)
+        return defaults.get(getattr(getattr(argument.value, "name", None), "value", None))
 
     def walk(selection_set, parent_type, multiplier):
         nonlocal requests
@@ -77,8 +87,8 @@ def estimated_cost(name: str) -> int:
             if field_type.name.endswith("Connection"):
                 requests += multiplier
                 size = next(
-                    (int(a.value.value) for a in selection.arguments or ()
-                     if a.name.value in ("first", "last") and hasattr(a.value, "value")),
+                    (page_size(a) for a in selection.arguments or ()
+                     if a.name.value in ("first", "last") and page_size(a)),
                     1,
                 )  # fmt: skip
                 child = multiplier * size
