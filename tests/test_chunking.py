@@ -14,7 +14,6 @@ from ghindex.chunking import (
     split_text,
 )
 from ghindex.documents import Document
-from ghindex.redact import redact
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -156,28 +155,3 @@ def test_the_same_text_hashes_the_same():
     b = chunk_document(doc("same body"), ChunkSettings())[0]
     c = chunk_document(doc("same body", title="Other"), ChunkSettings())[0]
     assert a.content_hash == b.content_hash != c.content_hash
-
-
-def test_credentials_are_redacted_before_indexing():
-    token = "ghp_" + "a1B2" * 9
-    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----"
-    body = (
-        f"My token {token} leaked.\n\nAWS AKIAIOSFODNN7EXAMPLE and\n"
-        'aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"\n\n'
-        f'{key}\n\npassword: "hunter2hunter2" but password: short is fine.'
-    )
-    text = chunk_document(doc(body), ChunkSettings())[0].text
-
-    assert token not in text and "AKIAIOSFODNN7EXAMPLE" not in text
-    assert "wJalrXUtnFEMI" not in text and "MIIEow" not in text and "hunter2" not in text
-    assert "[REDACTED:github-token]" in text
-    assert "[REDACTED:aws-access-key]" in text
-    assert 'aws_secret_access_key = "[REDACTED:aws-secret-key]' in text
-    assert "[REDACTED:private-key]" in text
-    assert 'password: "[REDACTED:secret]"' in text
-    assert "password: short is fine" in text
-
-
-def test_redaction_leaves_ordinary_text_alone():
-    text = "Use `token = os.environ['GITHUB_TOKEN']` and sha 3f2a9c1; see #12."
-    assert redact(text) == text

@@ -18,14 +18,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ghindex import __version__, index
+from ghindex import __version__, index, redact
 from ghindex.chunking import ChunkSettings, chunk_document
 from ghindex.config import Settings
 from ghindex.documents import DocumentSettings, iter_documents
 from ghindex.embed import Embedder, canonical_model_name
 from ghindex.errors import StateError
 from ghindex.graph import replace_doc_links
-from ghindex.store import cursors, gaps
+from ghindex.store import cursors, gaps, redaction
 from ghindex.store.state import open_state, transaction
 
 FORMAT_VERSION = 1
@@ -47,6 +47,7 @@ class BuildReport:
     seconds: float
     counts: dict[str, int]
     git: list[dict[str, Any]] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in git text
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +94,16 @@ def build(
 
     con = open_state(settings.state_path)
     try:
-        git_reports = [_sync_git(con, source, full, say) for source in git]
+        with transaction(con):
+            reread = redaction.prepare(con, "git", settings.redact, say)
+        if reread and not git:
+            say("the stored git text stays redacted until a build with --git/--wiki reads it")
+        with redact.tally(settings.redact) as redactions:
+            git_reports = [_sync_git(con, source, full or reread, say) for source in git]
+        if git and (reread or not redaction.stored(con, "git")):
+            with transaction(con):
+                redaction.record(con, "git", settings.redact)
+        prune = redaction.index_stale(con)
         documents = list(iter_documents(con, doc_settings))
         say(f"{len(documents)} documents")
         chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
@@ -111,7 +121,11 @@ def build(
             index.add_to_cache(db, model_name, missing, new_vectors)
             vectors.update(zip(missing, new_vectors, strict=True))
         say("writing the index")
-        written = index.write_chunks(db, model_name, chunks, vectors, dimension)
+        # After text was redacted in place, older table versions and the full-text index
+        # still hold the raw text: prune them so that no snapshot carries it.
+        written = index.write_chunks(db, model_name, chunks, vectors, dimension, prune=prune)
+        with transaction(con):
+            redaction.record_index(con)
         counts = dict(sorted(Counter(d.type for d in documents).items()))
         report = BuildReport(
             model=model_name,
@@ -123,6 +137,7 @@ def build(
             seconds=round(time.perf_counter() - started, 3),
             counts=counts,
             git=git_reports,
+            redactions=dict(redactions),
             **written,
         )
         write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
@@ -174,6 +189,7 @@ def write_manifest(
     for repo, health in gaps.health(con).items():
         if repo in repos:
             repos[repo]["fetch"] = health
+    redacted = redaction.stored_counts(con)
     manifest = {
         "build_id": uuid.uuid4().hex[:12],
         "format_version": FORMAT_VERSION,
@@ -184,6 +200,7 @@ def write_manifest(
         "chunking": chunking.as_dict(),
         "documents": doc_settings.as_dict(),
         "counts": {**report.counts, "chunks": report.chunks},
+        "redaction": {"rules": redaction.state_of(con), "redacted": redacted},
     }
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

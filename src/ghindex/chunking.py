@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass
 
 from ghindex.documents import Document
-from ghindex.redact import redact
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 _PARAGRAPH_RE = re.compile(r"\n\s*\n")
@@ -43,7 +42,6 @@ class ChunkSettings:
             "overlap_tokens": self.overlap_tokens,
             "max_chunks": self.max_chunks,
             "token_estimate": "bert-pretokenizer",
-            "redaction": True,
         }
 
 
@@ -71,7 +69,7 @@ def chunk_document(doc: Document, settings: ChunkSettings) -> list[Chunk]:
     pieces = pieces[: settings.max_chunks] or [(_breadcrumb(doc, ()), doc.preamble or "")]
     chunks = []
     for index, (crumb, piece) in enumerate(pieces):
-        text = redact(f"{crumb}\n\n{piece}".rstrip())
+        text = f"{crumb}\n\n{piece}".rstrip()  # redacted when it was stored (redact.py)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         chunks.append(Chunk(f"{doc.handle}::{index}", doc, index, text, digest))
     return chunks

@@ -40,6 +40,7 @@ _ENV_FOR_KEY = {
     "min_comment_chars": None,
     "index_bots": None,
     "skip_types": "GHINDEX_SKIP_TYPES",
+    "redact": None,
 }
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -80,6 +81,7 @@ class Settings:
     skip_types: tuple[str, ...] = ()  # document types kept in the state but not indexed
     orgs: tuple[str, ...] = ()
     select: RepoSelection = field(default_factory=lambda: RepoSelection())
+    redact: bool = True  # secrets out of stored text (redact.py); false keeps the raw text
 
     @property
     def root(self) -> Path:
@@ -130,6 +132,7 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         index_bots=_flag(pick("index_bots", False), "index_bots"),
         skip_types=_document_types(pick("skip_types", ()), "skip_types"),
         orgs=tuple(_strings(pick("orgs", ()), "orgs")),
+        redact=_flag(pick("redact", True), "redact"),
         select=RepoSelection(
             include=tuple(_strings(pick("include", ()), "include")),
             exclude=tuple(_strings(pick("exclude", ()), "exclude")),

@@ -179,8 +179,11 @@ def write_chunks(
     chunks: Sequence[Chunk],
     vectors: dict[str, np.ndarray],
     dimension: int,
+    *,
+    prune: bool = False,
 ) -> dict[str, int]:
-    """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted."""
+    """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted.
+    `prune` compacts the table and drops its older versions now (see `maintain`)."""
     schema = chunks_schema(model, dimension)
     table_data = _chunk_rows(chunks, vectors, schema, dimension)
     if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
@@ -203,7 +206,7 @@ def write_chunks(
             "updated": merged.num_updated_rows,
             "deleted": merged.num_deleted_rows,
         }
-    _ensure_fts(table)
+    _ensure_fts(table, prune)
     return result
 
 
@@ -228,13 +231,13 @@ REINDEX_SHARE = 0.10
 VECTOR_INDEX_ROWS = 50_000
 
 
-def _ensure_fts(table) -> None:
+def _ensure_fts(table, prune: bool = False) -> None:
     indices = table.list_indices()
     fts = [i for i in indices if i.index_type == "FTS"]
     if not fts:
         table.create_index("text", config=FTS(with_position=False))
     ensure_vector_index(table)
-    maintain(table, unindexed=(fts[0].num_unindexed_rows or 0) if fts else 0)
+    maintain(table, unindexed=(fts[0].num_unindexed_rows or 0) if fts else 0, force=prune)
 
 
 def has_vector_index(table) -> bool:

@@ -39,11 +39,12 @@ from typing import Any
 
 import duckdb
 
+from ghindex import redact
 from ghindex.config import RepoSelection, Settings
 from ghindex.errors import ConfigError, GhindexError
 from ghindex.fetch import listings
 from ghindex.fetch.client import GraphQLClient
-from ghindex.store import cursors, gaps, items, renames
+from ghindex.store import cursors, gaps, items, redaction, renames
 from ghindex.store.rows import Node, github_time, newest_update
 from ghindex.store.state import open_state, transaction
 
@@ -124,6 +125,7 @@ class FetchReport:
     cost: int = 0
     client: dict[str, Any] = field(default_factory=dict)
     rate_limit: dict[str, Any] | None = None
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced, per kind
 
     def warnings(self) -> list[str]:
         return [line for repo in self.repos for line in repo.warnings()]
@@ -142,6 +144,7 @@ class FetchReport:
             "cost": self.cost,
             "client": self.client,
             "rate_limit": self.rate_limit,
+            "redactions": self.redactions,
             "warnings": self.warnings(),
         }
 
@@ -186,10 +189,12 @@ def fetch(
     *,
     full: bool = False,
     force: bool = False,
+    redacted: bool = True,
     progress: Progress | None = None,
 ) -> FetchReport:
     """Fetch every surface of `repos` into the state database; `force` lets a full run
-    remove more confirmed-gone items than the guard allows."""
+    remove more confirmed-gone items than the guard allows; `redacted` (the `redact`
+    setting) keeps secrets out of the stored text."""
     say = progress or (lambda _msg: None)
     report = FetchReport(run_id=str(uuid.uuid4()))
     started = datetime.now(UTC)
@@ -203,29 +208,43 @@ def fetch(
     # Phase 2: store page by page.
     con = open_state(state_path)
     try:
+        with transaction(con):
+            reread = redaction.prepare(con, "github", redacted, say)
         try:
-            for node in metadata:
-                with transaction(con):
-                    old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
-                    if old:
-                        renames.rename_repo(con, old, node["nameWithOwner"])
-                    repo = items.save_repository(con, node)
-                if old:
-                    say(f"{old} is now {repo} on GitHub (renamed or transferred): "
-                        "its stored rows now use the new name")  # fmt: skip
-                done = RepoReport(repo, renamed_from=old)
-                report.repos.append(done)
-                _sync_repo(con, client, node, done, full, force, say)
+            with redact.tally(redacted) as counts:
+                _fetch_repos(con, client, metadata, report, full or reread, force, say)
         except GhindexError as exc:
-            _finish(con, report, client, started, "failed", str(exc))
+            report.redactions = dict(counts)
+            _finish(con, report, client, started, "failed", redact.redact(str(exc)))
             raise
         except BaseException as exc:
-            _finish(con, report, client, started, "failed", f"{type(exc).__name__}: {exc}")
+            report.redactions = dict(counts)
+            error = redact.redact(f"{type(exc).__name__}: {exc}")
+            _finish(con, report, client, started, "failed", error)
             raise
+        report.redactions = dict(counts)
+        with transaction(con):
+            redaction.record(con, "github", redacted)
         _finish(con, report, client, started, report.status, None)
     finally:
         con.close()
     return report
+
+
+def _fetch_repos(con, client, metadata: list[Node], report: FetchReport, full: bool,
+                 force: bool, say: Progress) -> None:  # fmt: skip
+    for node in metadata:
+        with transaction(con):
+            old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
+            if old:
+                renames.rename_repo(con, old, node["nameWithOwner"])
+            repo = items.save_repository(con, node)
+        if old:
+            say(f"{old} is now {repo} on GitHub (renamed or transferred): "
+                "its stored rows now use the new name")  # fmt: skip
+        done = RepoReport(repo, renamed_from=old)
+        report.repos.append(done)
+        _sync_repo(con, client, node, done, full, force, say)
 
 
 def _sync_repo(
@@ -453,7 +472,7 @@ def _finish(con, report: FetchReport, client, started, status: str, error: str |
     report.requests = stats.get("requests", 0)
     report.cost = stats.get("cost", 0)
     report.client = stats
-    report.rate_limit = client.last_rate_limit
+    report.rate_limit = _rate_limit_figures(client.last_rate_limit)
     with transaction(con):
         cursors.record_run(
             con,
@@ -467,6 +486,17 @@ def _finish(con, report: FetchReport, client, started, status: str, error: str |
             requests=report.requests,
             cost=report.cost,
         )
+
+
+def _rate_limit_figures(answer: Any) -> dict[str, Any] | None:
+    """Only the rate-limit figures ghindex reads, as plain numbers and a time: nothing
+    else GitHub put there is kept."""
+    if not isinstance(answer, dict):
+        return None
+    kept = {k: answer[k] for k in ("cost", "remaining") if isinstance(answer.get(k), int)}
+    if isinstance(answer.get("resetAt"), str) and len(answer["resetAt"]) <= 40:
+        kept["resetAt"] = answer["resetAt"]
+    return kept
 
 
 def _newer(node: Node, limit: datetime | None) -> bool:

@@ -1,63 +1,252 @@
-"""Credentials out of the index.
+"""Secrets out of everything ghindex stores.
 
-Issue bodies, comments and diffs sometimes carry a pasted token or key. The state
-database keeps the text as GitHub has it; what goes into the index (embedded and
-full-text searchable, and copied into every snapshot) has anything that looks
-like a credential replaced by `[REDACTED:<kind>]`. The patterns favour
-precision: each matches a format a provider documents, or a quoted value assigned
-to a name that says it is secret.
+People paste credentials into issues, comments, diffs and docs, and a snapshot is
+copied to buckets, CI artifacts and agents' machines. So text is redacted once, at
+ingestion, before it is written to `state.duckdb` (`store/rows.py` calls `scrub_rows`
+for every row it writes): the index, `show`, the MCP tools, SQL, exports and the
+report only ever see redacted text. A redaction is a visible marker that keeps the
+kind, `[redacted:github-token]`.
+
+Detectors, in order:
+
+1. ghindex's own rules for what must be found whole or that the library lacks:
+   private-key blocks (PEM and OpenSSH, fenced or not, also with JSON's `\\n`
+   escapes, found before any splitting), GitHub's classic, fine-grained and app
+   tokens, OpenAI project and Anthropic keys, Slack webhooks, AWS secret keys in
+   env/JSON/YAML/INI form, GCP key ids, Azure shared access keys, Stripe test keys,
+   npm tokens, and values assigned to names that say they are secret
+   (`DB_PASSWORD=…`, `"api_key": "…"`).
+2. The regular-expression plugins of Yelp's `detect-secrets` (AWS, Azure storage,
+   basic-auth URLs, Discord, GitHub, GitLab, JWT, Mailchimp, npm, OpenAI, PyPI,
+   SendGrid, Slack, Square, Stripe, Telegram, Twilio, Artifactory). Its entropy and
+   keyword plugins are left out: measured on real commits and docs they flag SHAs,
+   checksums and prose (bench/bench_redact.py).
+
+Spans found by several detectors are merged and replaced once, so redacting is
+idempotent: a marker matches no rule. Counts per kind are tallied for the run
+(`tally`), never the secrets themselves.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
+from typing import Any
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+# Bump when the rules change: stored text is then redacted again (`store/redaction.py`).
+RULES_VERSION = 2
+MARKER = re.compile(r"\[redacted:([a-z0-9-]+)\]")
+
+# Text columns of each table, as ingestion writes them.
+TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "repos": ("description",),
+    "issues": ("title", "body"),
+    "pull_requests": ("title", "body"),
+    "discussions": ("title", "body"),
+    "comments": ("body",),
+    "reviews": ("body",),
+    "review_comments": ("body", "diff_hunk"),
+    "releases": ("name", "body"),
+    "milestones": ("title",),
+    "labels": ("description",),
+    "docs": ("title", "body"),
+    "commits": ("subject", "message"),
+    "commit_files": ("patch",),
+}
+
+_NAME = r"[A-Za-z0-9_.-]*"
+_SECRET_WORD = (
+    r"(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
+    r"|client[_-]?secret|auth|credentials?)"
+)
+
+# (kind, pattern, group): `group` names the part to replace (0: the whole match).
+_OWN_RULES: list[tuple[str, re.Pattern[str], int]] = [
     (
         "private-key",
         re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
-            r"(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            # no END (cut off, or split from it): the key's own lines, and no further
+            r"|(?:(?:\\n|\r?\n)[ \t]*(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info|Comment):"
+            r"[^\n\\]*))*)",
             re.S,
         ),
+        0,
     ),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})\b")),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    (
+        "github-token",
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+        0,
+    ),
+    ("openai-key", re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"), 0),
+    ("anthropic-key", re.compile(r"\bsk-ant-[a-z]{3,6}\d{2}-[A-Za-z0-9_-]{60,}"), 0),
+    (
+        "slack-webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"),
+        0,
+    ),
     (
         "aws-secret-key",
         re.compile(
-            r"(?i)(aws.{0,20}?(?:secret|private).{0,20}?[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
+            r"(?i)(?:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?\s*[:=]\s*[\"']?"
+            r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
+        1,
     ),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b")),
-    ("stripe-key", re.compile(r"\b[sr]k_live_[0-9A-Za-z]{20,}\b")),
-    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    ("pypi-token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}\b")),
+    ("gcp-key-id", re.compile(r"\"private_key_id\"\s*:\s*\"([a-f0-9]{40})\""), 1),
     (
+        "azure-key",
+        re.compile(
+            r"(?i)(?:SharedAccessKey|AccountKey|SharedAccessSignature)=([A-Za-z0-9+/=%]{20,})"
+        ),
+        1,
+    ),
+    ("stripe-key", re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
+    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
+    (
+        # NAME_WITH_SECRET_WORD = value / "name": "value" / name: value, the value only.
+        # A value must look generated (letters and digits, 8+) to count: prose such as
+        # `password: required` or `token = settings.TOKEN` is left alone.
         "secret",
         re.compile(
-            r"(?i)((?:password|passwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)"
-            r"[\"']?\s*[:=]\s*)([\"'])(?!\[REDACTED)[^\"'\s]{8,}\2"
+            rf"(?i)(?<![A-Za-z0-9]){_NAME}{_SECRET_WORD}{_NAME}[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
+            r"[\"']?(?!\[redacted:)((?=[^\s\"'`,;#]*\d)(?=[^\s\"'`,;#]*[A-Za-z])"
+            r"[^\s\"'`,;#<>(){}\[\]]{8,})"
         ),
+        1,
     ),
 ]
 
+# detect-secrets plugins used, with the kind each marks.
+_LIBRARY_KINDS = {
+    "AWSKeyDetector": "aws-key",
+    "ArtifactoryDetector": "artifactory-token",
+    "AzureStorageKeyDetector": "azure-key",
+    "BasicAuthDetector": "url-password",
+    "DiscordBotTokenDetector": "discord-token",
+    "GitHubTokenDetector": "github-token",
+    "GitLabTokenDetector": "gitlab-token",
+    "JwtTokenDetector": "jwt",
+    "MailchimpDetector": "mailchimp-key",
+    "NpmDetector": "npm-token",
+    "OpenAIDetector": "openai-key",
+    "PypiTokenDetector": "pypi-token",
+    "SendGridDetector": "sendgrid-key",
+    "SlackDetector": "slack-token",
+    "SquareOAuthDetector": "square-secret",
+    "StripeDetector": "stripe-key",
+    "TelegramBotTokenDetector": "telegram-token",
+    "TwilioKeyDetector": "twilio-key",
+}
+
+_tally: ContextVar[Counter[str] | None] = ContextVar("ghindex_redactions", default=None)
+_enabled: ContextVar[bool] = ContextVar("ghindex_redaction_enabled", default=True)
+
+
+@contextmanager
+def tally(enabled: bool = True) -> Iterator[Counter[str]]:
+    """Within the block, count redactions per kind (and switch redaction off with
+    `enabled=False`, the `redact = false` setting)."""
+    counts: Counter[str] = Counter()
+    counting = _tally.set(counts)
+    switch = _enabled.set(enabled)
+    try:
+        yield counts
+    finally:
+        _tally.reset(counting)
+        _enabled.reset(switch)
+
+
+def enabled() -> bool:
+    return _enabled.get()
+
+
+def find(text: str) -> list[tuple[int, int, str]]:
+    """Every secret-looking span of `text` as (start, end, kind), merged, in order."""
+    spans: list[tuple[int, int, str]] = []
+    for kind, pattern, group in _OWN_RULES:
+        for match in pattern.finditer(text):
+            start, end = match.span(group)
+            if end > start:
+                spans.append((start, end, kind))
+    for kind, detector in _library():
+        valid = set(detector.analyze_string(text))
+        if not valid:
+            continue
+        for regex in detector.denylist:
+            for match in regex.finditer(text):
+                if _secret_of(match) in valid or match.group(0) in valid:
+                    spans.append((*_value_span(match), kind))
+    return _merge(spans)
+
 
 def redact(text: str) -> str:
-    """`text` with every credential-looking span replaced."""
-    if not text:
+    """`text` with every secret-looking span replaced by `[redacted:<kind>]`."""
+    if not text or not _enabled.get():
         return text
-    for kind, pattern in _PATTERNS:
-        if kind in ("aws-secret-key", "secret"):
-            text = pattern.sub(lambda m, k=kind: _keep_name(m, k), text)
+    spans = find(text)
+    if not spans:
+        return text
+    counts = _tally.get()
+    pieces, last = [], 0
+    for start, end, kind in spans:
+        pieces += [text[last:start], f"[redacted:{kind}]"]
+        last = end
+        if counts is not None:
+            counts[kind] += 1
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def scrub_rows(table: str, rows: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
+    """`rows` for `table` with their text columns redacted (new dicts, when needed)."""
+    columns = TEXT_COLUMNS.get(table)
+    if not columns or not _enabled.get():
+        return rows
+    scrubbed = []
+    for row in rows:
+        changed = {c: redact(row[c]) for c in columns if isinstance(row.get(c), str)}
+        scrubbed.append({**row, **changed} if changed else row)
+    return scrubbed
+
+
+@cache
+def _library() -> list[tuple[str, Any]]:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    by_name = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+    return [(kind, by_name[name]()) for name, kind in _LIBRARY_KINDS.items() if name in by_name]
+
+
+def _secret_of(match: re.Match[str]) -> str:
+    groups = [g for g in match.groups() if g]
+    return groups[0] if groups else match.group(0)
+
+
+def _value_span(match: re.Match[str]) -> tuple[int, int]:
+    """The part of a library match to replace: a trailing group (the password of
+    `https://user:pw@host`, a quoted key) when there is one, else the whole match."""
+    for index in range(len(match.groups()), 0, -1):
+        start, end = match.span(index)
+        if end > start and match.end() - end <= 1:
+            return start, end
+    return match.span()
+
+
+def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Overlapping spans as one, keeping the kind of the one that starts first (the
+    longest when two start together)."""
+    merged: list[tuple[int, int, str]] = []
+    for start, end, kind in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if merged and start < merged[-1][1]:
+            last_start, last_end, last_kind = merged[-1]
+            merged[-1] = (last_start, max(last_end, end), last_kind)
         else:
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
-    return text
-
-
-def _keep_name(match: re.Match[str], kind: str) -> str:
-    """Keep `password = "` and the closing quote, drop only the value."""
-    prefix = match.group(1)
-    quote = match.group(2) if kind == "secret" else ""
-    return f"{prefix}{quote}[REDACTED:{kind}]{quote}"
+            merged.append((start, end, kind))
+    return merged

@@ -42,7 +42,13 @@ def update(
             report["pulled"] = pull(store, settings.workdir, ref=ref).as_dict()
         repos = chosen_repos(client, settings)
         report["fetched"] = fetch(
-            settings.state_path, client, repos, full=full, force=force, progress=progress
+            settings.state_path,
+            client,
+            repos,
+            full=full,
+            force=force,
+            redacted=settings.redact,
+            progress=progress,
         ).as_dict()
         report["built"] = build(settings, git=git, progress=progress).as_dict()
         say("publishing")

@@ -86,6 +86,7 @@ def fetch(
             chosen_repos(client, settings),
             full=full,
             force=force,
+            redacted=settings.redact,
             progress=progress(not as_json),
         )
     if as_json:

@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from ghindex.redact import redact
 from ghindex.store.rows import now
 
 
@@ -31,7 +32,7 @@ def record(
             last_seen = excluded.last_seen,
             attempts = fetch_gaps.attempts + 1
         """,
-        [repo, surface, node_id, handle, reason, now(), now()],
+        [repo, surface, node_id, handle, redact(reason), now(), now()],
     )
 
 

@@ -1,4 +1,8 @@
-"""Small helpers every saver shares: batch upserts and GitHub's time format."""
+"""Small helpers every saver shares: batch upserts and GitHub's time format.
+
+Every row written through `upsert` and `insert` has its text columns redacted first
+(`ghindex.redact.scrub_rows`): this is the one place text enters the state database.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+
+from ghindex.redact import scrub_rows
 
 Node = dict[str, Any]
 Row = dict[str, Any]
@@ -20,7 +26,7 @@ def upsert(
     if not rows:
         return
     keys = (key,) if isinstance(key, str) else key
-    batch = unique(rows, keys)
+    batch = list(scrub_rows(table, unique(rows, keys)))
     con.register("_batch", pa.Table.from_pylist(batch))
     try:
         replace_from(con, table, "_batch", keys)
@@ -41,7 +47,7 @@ def replace_from(
 def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Row]) -> None:
     if not rows:
         return
-    con.register("_batch", pa.Table.from_pylist(list(rows)))
+    con.register("_batch", pa.Table.from_pylist(list(scrub_rows(table, rows))))
     try:
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
     finally:
