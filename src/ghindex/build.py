@@ -48,6 +48,7 @@ class BuildReport:
     counts: dict[str, int]
     git: list[dict[str, Any]] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in git text
+    notes: list[str] = field(default_factory=list)  # what the build did besides indexing
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,9 +96,13 @@ def build(
     con = open_state(settings.state_path)
     try:
         with transaction(con):
-            reread = redaction.prepare(con, "git", settings.redact, say)
+            reread, note = redaction.prepare(con, "git", settings.redact)
+        notes = [note] if note else []
         if reread and not git:
-            say("the stored git text stays redacted until a build with --git/--wiki reads it")
+            notes.append("the stored git text stays redacted until a build with --git or "
+                         "--wiki reads it again")  # fmt: skip
+        for line in notes:
+            say(line)
         with redact.tally(settings.redact) as redactions:
             git_reports = [_sync_git(con, source, full or reread, say) for source in git]
         if git and (reread or not redaction.stored(con, "git")):
@@ -138,6 +143,7 @@ def build(
             counts=counts,
             git=git_reports,
             redactions=dict(redactions),
+            notes=notes,
             **written,
         )
         write_manifest(settings.manifest_path, con, report, chunking, doc_settings)

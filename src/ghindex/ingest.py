@@ -126,9 +126,10 @@ class FetchReport:
     client: dict[str, Any] = field(default_factory=dict)
     rate_limit: dict[str, Any] | None = None
     redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced, per kind
+    notes: list[str] = field(default_factory=list)  # what the run did besides fetching
 
     def warnings(self) -> list[str]:
-        return [line for repo in self.repos for line in repo.warnings()]
+        return [*self.notes, *(line for repo in self.repos for line in repo.warnings())]
 
     @property
     def status(self) -> str:
@@ -209,7 +210,10 @@ def fetch(
     con = open_state(state_path)
     try:
         with transaction(con):
-            reread = redaction.prepare(con, "github", redacted, say)
+            reread, note = redaction.prepare(con, "github", redacted)
+        if note:
+            report.notes.append(note)
+            say(note)
         try:
             with redact.tally(redacted) as counts:
                 _fetch_repos(con, client, metadata, report, full or reread, force, say)

@@ -59,6 +59,15 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 _NAME = r"[A-Za-z0-9_.-]*"
+_VALUE = r"[^\s\"'`,;#<>(){}\[\]]"
+# Values that are examples, not credentials: `password="password123"`,
+# `https://user:pass@host`, `secret: xxxxxxxx`. Checked for assigned values and URL
+# passwords, whose formats say nothing else about them.
+_PLACEHOLDERS = re.compile(
+    r"(?i)^(?:.{0,3}|(.)\1*|pass|pwd)$|example|placeholder|passw|ssword|secret|dummy|changeme"
+    r"|your|xxx|\*\*\*"
+    r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<"
+)
 _SECRET_WORD = (
     r"(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
     r"|client[_-]?secret|auth|credentials?)"
@@ -116,8 +125,9 @@ _OWN_RULES: list[tuple[str, re.Pattern[str], int]] = [
         "secret",
         re.compile(
             rf"(?i)(?<![A-Za-z0-9]){_NAME}{_SECRET_WORD}{_NAME}[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
-            r"[\"']?(?!\[redacted:)((?=[^\s\"'`,;#]*\d)(?=[^\s\"'`,;#]*[A-Za-z])"
-            r"[^\s\"'`,;#<>(){}\[\]]{8,})"
+            rf"[\"']?(?!\[redacted:)((?={_VALUE}*\d)(?={_VALUE}*[A-Za-z]){_VALUE}{{8,}})"
+            # a value, not code: `password=self.cert[2]`, `token = b64encode(x)` are left
+            r"(?![(\[.\w])"
         ),
         1,
     ),
@@ -173,7 +183,7 @@ def find(text: str) -> list[tuple[int, int, str]]:
     for kind, pattern, group in _OWN_RULES:
         for match in pattern.finditer(text):
             start, end = match.span(group)
-            if end > start:
+            if end > start and not (kind == "secret" and _PLACEHOLDERS.search(text[start:end])):
                 spans.append((start, end, kind))
     for kind, detector in _library():
         valid = set(detector.analyze_string(text))
@@ -181,8 +191,12 @@ def find(text: str) -> list[tuple[int, int, str]]:
             continue
         for regex in detector.denylist:
             for match in regex.finditer(text):
-                if _secret_of(match) in valid or match.group(0) in valid:
-                    spans.append((*_value_span(match), kind))
+                if _secret_of(match) not in valid and match.group(0) not in valid:
+                    continue
+                start, end = _value_span(match)
+                if kind == "url-password" and _PLACEHOLDERS.search(text[start:end]):
+                    continue
+                spans.append((start, end, kind))
     return _merge(spans)
 
 

@@ -156,6 +156,8 @@ def build(
     if as_json:
         emit_json(report.as_dict())
         return
+    for line in report.notes:
+        click.echo(f"note: {line}", err=True)
     for source in report.git:
         click.echo(
             f"{source['repo']} {source['source']} at {source['commit'][:12]}: "

@@ -228,6 +228,11 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     click.echo(f"size      {summary['total_bytes']:,} bytes")
     for kind, count in sorted(summary["counts"].items()):
         click.echo(f"  {kind:<20} {count:>8,}")
+    redaction = summary.get("redaction") or {}
+    if redaction:
+        rules = ", ".join(f"{k} {v or 'not written yet'}" for k, v in redaction["rules"].items())
+        found = ", ".join(f"{k} {n}" for k, n in redaction["redacted"].items()) or "none"
+        click.echo(f"redaction {rules}; secrets replaced: {found}")
     for repo, info in sorted(summary["repos"].items()):
         cursors = ", ".join(f"{k} {v}" for k, v in sorted(info.get("cursors", {}).items()))
         click.echo(f"  {repo}: {cursors}")

@@ -77,6 +77,7 @@ from graphql import (
 from ghindex import __version__
 from ghindex.errors import ConfigError, GitHubError, RateLimited, RepoNotFound
 from ghindex.fetch.graphql import load_query
+from ghindex.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -560,7 +561,8 @@ class GraphQLClient:
         self.waited_seconds += seconds
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "[token]") if self._token else text
+        """Our token, and any secret the server echoed, out of a message or log line."""
+        return redact(text.replace(self._token, "[token]") if self._token else text)
 
     def close(self) -> None:
         self._gql.client.close_sync()

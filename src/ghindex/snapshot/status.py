@@ -67,6 +67,7 @@ def _summary(body: dict[str, Any], total: int, source: str) -> dict[str, Any]:
         "age_seconds": age,
         "repos": body.get("repos", {}),
         "counts": body.get("counts", {}),
+        "redaction": body.get("redaction"),
         "model": body.get("model"),
         "total_bytes": total,
         "ghindex_version": body.get("ghindex_version"),

@@ -15,8 +15,6 @@ run compares it with what the settings ask for:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import duckdb
 import pyarrow as pa
 
@@ -71,27 +69,30 @@ def _index_value(con: duckdb.DuckDBPyConnection) -> str:
     return " ".join(f"{k}={v}" for k, v in state_of(con).items())
 
 
-def prepare(
-    con: duckdb.DuckDBPyConnection, source: str, enabled: bool, say: Callable[[str], None]
-) -> bool:
-    """Bring the stored text of `source` in line with `enabled`; True when everything
-    must be read again from the source (raw text wanted, redacted text stored)."""
+def prepare(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> tuple[bool, str]:
+    """Bring the stored text of `source` in line with `enabled`. Returns whether
+    everything must be read again from the source (raw text wanted, redacted text
+    stored) and what was done, for the user ('' when nothing)."""
     before = stored(con, source)
     if before == wanted(enabled):
-        return False
+        return False, ""
     if not enabled:
         if before is None or not _has_rows(con, source):  # older state: its text is raw
             record(con, source, enabled)
-            return False
-        say(f"redact = false: the stored {source} text was redacted; reading it all again "
-            "to store it raw")  # fmt: skip
-        return True
-    if _has_rows(con, source):
-        say(f"redacting the stored {source} text (it predates redaction rules v"
-            f"{redact.RULES_VERSION})")  # fmt: skip
-        redact_in_place(con, SOURCES[source])
+            return False, ""
+        return True, (
+            f"redact = false: the stored {source} text was redacted; reading it all again "
+            "to store it raw"
+        )
+    if not _has_rows(con, source):
+        record(con, source, enabled)
+        return False, ""
+    changed = redact_in_place(con, SOURCES[source])
     record(con, source, enabled)
-    return False
+    return False, (
+        f"redacting the stored {source} text for redaction rules v{redact.RULES_VERSION}: "
+        f"{changed} rows changed"
+    )
 
 
 def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
