@@ -1309,6 +1309,12 @@ class GitHubServer:
         with self.lock:
             self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
 
+    def edit_next(self, edit: Callable[[dict[str, Any]], None], after: int = 0) -> None:
+        """Answer the next request (after ``after``) as usual, then let ``edit`` change the
+        JSON body in place: an answer of any shape GitHub might give."""
+        with self.lock:
+            self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
+
     def graphql_error_next(self, message: str, type: str | None = None, after: int = 0) -> None:
         """Answer the next request (after letting ``after`` through) with HTTP 200 and
         ``{"data": null, "errors": [...]}``."""

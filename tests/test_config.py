@@ -51,7 +51,7 @@ def test_unknown_keys_are_an_error(isolated):
     assert str(error.value) == (
         "ghindex.toml: unknown key 'modle' "
         "(known keys: archived, exclude, forks, graphql_url, include, index_bots, keep, "
-        "max_wait, min_comment_chars, model, orgs, repos, skip_types, store, workdir)"
+        "max_wait, min_comment_chars, model, orgs, redact, repos, skip_types, store, workdir)"
     )
 
 

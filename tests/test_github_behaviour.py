@@ -15,6 +15,7 @@ from github_server import (
     NODE_LIMIT,
     TIMEOUT_MESSAGE,
     comment_node,
+    discussion_comment_node,
     discussion_node,
     issue_node,
     node_count,
@@ -362,12 +363,11 @@ def test_a_renamed_repository_keeps_one_name_the_new_one(github, workdir, run):
     ]
     assert rows(workdir, "SELECT repo, owner, name FROM repos") == [("octo/new", "octo", "new")]
     assert rows(workdir, "SELECT count(*) FROM sync_state WHERE repo = 'octo/old'") == [(0,)]
-    leftovers = rows(
-        workdir,
-        "SELECT count(*) FROM issues, comments, edges WHERE issues.repo = 'octo/old' "
-        "OR comments.handle LIKE 'octo/old%' OR edges.src LIKE 'octo/old%'",
-    )
-    assert leftovers == [(0,)]
+    for table, column in (("issues", "repo"), ("comments", "handle"), ("edges", "src"),
+                          ("edges", "dst"), ("pull_requests", "handle")):  # fmt: skip
+        found = rows(workdir, f"SELECT count(*) FROM {table} WHERE {column} LIKE 'octo/old%'")
+        assert found == [(0,)], (table, column)
+    assert rows(workdir, "SELECT count(*) FROM comments") == [(1,)]
     # the cursor came along: the second run was incremental
     since = requests_of(github, "Issues")[-1]["variables"]["since"]
     assert since is not None
@@ -599,3 +599,174 @@ def test_status_shows_what_the_last_fetch_could_not_read(github, workdir, run):
     assert any(line.startswith("not read: discussions (FORBIDDEN") for line in lines)
     health = json.loads(run("status", "--json").stdout)["repos"]["octo/hello"]["fetch"]
     assert (health["unread_items"], list(health["refused"])) == (1, ["discussions"])
+
+
+# ------------------------------------------- partial answers that must never delete or lose
+
+
+def test_a_child_deleted_while_read_makes_the_item_a_gap_not_gone(github, workdir, run):
+    replies = [discussion_comment_node(200 + n) for n in range(15)]  # two pages of replies
+    github.add_repo("octo/hello", discussions=[
+        discussion_node(5, comments=[discussion_comment_node(100, "top", replies=replies)])
+    ])  # fmt: skip
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+    github.repos["octo/hello"]["discussions"][0]["updatedAt"] = "2030-01-01T00:00:00Z"
+    # Repository, Issues, PullRequests, Discussions; then DiscussionReplies: comment gone
+    github.partial_errors_next(
+        "Could not resolve to a node with the global id of 'DC_x'", ["node"], "NOT_FOUND", after=4
+    )
+
+    result = run("fetch", "--repo", "octo/hello", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["repos"][0]
+    assert report["deleted"] == []
+    assert rows(workdir, "SELECT handle FROM discussions") == [("octo/hello#5",)]
+    assert rows(workdir, "SELECT count(*) FROM comments") == [(16,)]
+    assert rows(workdir, "SELECT count(*) FROM fetch_gaps") == [(0,)]  # read again by id
+
+
+def test_a_not_found_below_an_item_read_again_never_deletes_it(github, workdir, run):
+    broken = comment_node(8)
+    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2, comments=[broken])])
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+    github.repos["octo/hello"]["issues"][1]["updatedAt"] = "2030-01-01T00:00:00Z"
+    github.broken_fields[(broken["id"], "body")] = ("Something broke", None)
+
+    def deep_not_found(body):  # the item nulled by a NOT_FOUND deep inside it
+        body["data"]["issues"][0] = None
+        body["errors"] = [{"type": "NOT_FOUND", "path": ["issues", 0, "parent"],
+                           "message": "Could not resolve to an Issue."}]  # fmt: skip
+
+    # Repository, Issues, PullRequests, Discussions, Releases; then Items
+    github.edit_next(deep_not_found, after=5)
+
+    result = run("fetch", "--repo", "octo/hello", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["repos"][0]["deleted"] == []
+    assert rows(workdir, "SELECT number FROM issues ORDER BY 1") == [(1,), (2,)]
+    assert rows(workdir, "SELECT handle FROM fetch_gaps") == [("octo/hello#2",)]
+
+
+def test_a_converted_issue_takes_nothing_of_the_discussion_with_it(github, workdir, run):
+    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2, comments=[comment_node(3)])])
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+    issue = github.repos["octo/hello"]["issues"].pop(1)
+    github.repos["octo/hello"]["discussions"].append(
+        discussion_node(2, comments=[discussion_comment_node(9, "kept")],
+                        labels={"nodes": [{"name": "q", "color": "fff", "description": None}]})
+    )  # fmt: skip
+    github.forbidden_ids.discard(issue["id"])
+
+    result = run("fetch", "--repo", "octo/hello", "--full")
+
+    assert result.exit_code == 0, result.output
+    assert rows(workdir, "SELECT parent_type, body FROM comments WHERE number = 2") == [
+        ("discussion", "kept")
+    ]
+    assert rows(workdir, "SELECT label FROM issue_labels WHERE handle = 'octo/hello#2'") == [("q",)]
+
+
+def test_a_generic_error_below_an_item_is_a_gap_not_a_timeout(github, workdir, run):
+    broken = comment_node(8)
+    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2, comments=[broken])])
+    github.broken_fields[(broken["id"], "body")] = (
+        "Something went wrong while executing your query. Please try again.",
+        None,
+    )
+
+    result = run("fetch", "--repo", "octo/hello")
+
+    assert result.exit_code == 0, result.output
+    assert [r["variables"]["first"] for r in requests_of(github, "Issues")] == [100]
+    assert rows(workdir, "SELECT number FROM issues") == [(1,)]
+    assert rows(workdir, "SELECT handle FROM fetch_gaps") == [("octo/hello#2",)]
+
+
+def test_a_page_that_changed_before_its_items_were_named_stores_nothing(github, workdir, run):
+    github.add_repo("octo/hello", issues=[issue_node(n) for n in (1, 2, 3)])
+    second = github.repos["octo/hello"]["issues"][1]
+    github.broken_fields[(second["id"], "timelineItems")] = ("Something broke", None)
+
+    def shifted(body):  # issue 1 was updated in between: the light page moved
+        nodes = body["data"]["repository"]["issues"]["nodes"]
+        nodes.append(nodes.pop(0))
+
+    github.edit_next(shifted, after=2)  # Repository, Issues; then IssueIds
+
+    result = run("fetch", "--repo", "octo/hello")
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: GitHub answered Issues with items it could not give, and the page changed "
+        "before they could be named: nothing from it was stored; run again\n"
+    )
+    assert rows(workdir, "SELECT count(*) FROM issues") == [(0,)]
+    assert rows(workdir, "SELECT count(*) FROM sync_state WHERE surface = 'issues'") == [(0,)]
+
+
+def test_items_that_cannot_be_read_again_wait_without_failing_the_run(github, workdir, run):
+    broken = comment_node(8)
+    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2, comments=[broken])])
+    github.broken_fields[(broken["id"], "body")] = ("Something broke", None)
+    github.graphql_error_next("Internal error", after=5)  # the Items request fails whole
+
+    first = run("fetch", "--repo", "octo/hello")
+
+    assert first.exit_code == 0, first.output
+    assert fetch_runs(workdir)[-1][0] == "partial"
+    assert rows(workdir, "SELECT handle FROM fetch_gaps") == [("octo/hello#2",)]
+    github.broken_fields.clear()
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+    assert rows(workdir, "SELECT number FROM issues ORDER BY 1") == [(1,), (2,)]
+
+
+def test_a_rename_onto_a_name_that_held_another_repository(github, workdir, run):
+    github.add_repo("octo/new", issues=[issue_node(1, repo="octo/new", title="stale")])
+    reply = discussion_comment_node(6, "reply", replyTo={"databaseId": 5})
+    github.add_repo(
+        "octo/old",
+        issues=[issue_node(1, repo="octo/old")],
+        discussions=[discussion_node(3, repo="octo/old", comments=[
+            discussion_comment_node(5, "first", replies=[reply])])],
+    )  # fmt: skip
+    assert run("fetch", "--repo", "octo/new", "--repo", "octo/old").exit_code == 0
+    del github.repos["octo/new"]  # deleted; then octo/old takes its name
+    github.rename_repo("octo/old", "octo/new")
+
+    result = run("fetch", "--repo", "octo/old")
+
+    assert result.exit_code == 0, result.output
+    assert rows(workdir, "SELECT handle, title FROM issues") == [("octo/new#1", "Issue 1")]
+    replies = rows(workdir, "SELECT reply_to FROM comments WHERE reply_to IS NOT NULL")
+    assert replies == [("octo/new#3/comment/5",)]
+    for table, column in (("issues", "repo"), ("comments", "handle"), ("sync_state", "repo"),
+                          ("repos", "repo"), ("edges", "src")):  # fmt: skip
+        assert rows(workdir, f"SELECT count(*) FROM {table} WHERE {column} LIKE 'octo/old%'") == [
+            (0,)
+        ], table
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "odd", "path": 5},
+        {"message": "odd", "path": {"a": 1}},
+        {"message": "odd", "path": ["repository"], "extensions": "x"},
+        {"message": "odd", "path": [None, 1]},
+    ],
+)
+def test_errors_of_any_shape_end_in_one_line(github, workdir, run, error):
+    github.add_repo("octo/hello", issues=[issue_node(1)])
+
+    def odd(body):
+        body["errors"] = [error]
+
+    github.edit_next(odd, after=1)
+
+    result = run("fetch", "--repo", "octo/hello")
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: GitHub answered") and result.stderr.count("\n") == 1
+    assert "unexpected" not in result.stderr

@@ -41,7 +41,7 @@ import duckdb
 
 from ghindex import redact
 from ghindex.config import RepoSelection, Settings
-from ghindex.errors import ConfigError, GhindexError
+from ghindex.errors import ConfigError, GhindexError, GitHubError, RateLimited
 from ghindex.fetch import listings
 from ghindex.fetch.client import GraphQLClient
 from ghindex.store import cursors, gaps, items, redaction, renames
@@ -379,7 +379,20 @@ def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress
         "answered with errors")  # fmt: skip
     # Item gaps met by this run's pages are read now, and counted from the answer.
     done.skipped = [s for s in done.skipped if s["handle"] is None]
-    located = listings.items_by_id(client, pending)
+    try:
+        located = listings.items_by_id(client, pending)
+    except RateLimited:
+        raise
+    except GitHubError as exc:
+        # The gaps stay for the next run; this one goes on (and removes nothing for them).
+        reason = f"could not read them again: {exc}"
+        done.skipped += [
+            {"surface": surface, "handle": handle, "reason": reason}
+            for surface, handle in con.execute(
+                "SELECT surface, handle FROM fetch_gaps WHERE repo = ? AND node_id <> ''", [repo]
+            ).fetchall()
+        ]
+        return
     known = dict(
         con.execute(
             "SELECT node_id, handle FROM fetch_gaps WHERE repo = ? AND node_id <> ''", [repo]
@@ -388,15 +401,20 @@ def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress
     with transaction(con):
         for name, where in located.items():
             surface = _THREADS[name]
-            here = [n for n in where.found.values() if not _elsewhere(n, repo, name)]
-            moved = [i for i, n in where.found.items() if _elsewhere(n, repo, name)]
+            places = {i: _where(n, repo, name) for i, n in where.found.items()}
+            here = [where.found[i] for i, place in places.items() if place == "here"]
+            moved = [i for i, place in places.items() if place == "moved"]
+            unreadable = {**where.unreadable, **{
+                i: "GitHub did not say which repository it is in"
+                for i, place in places.items() if place == "unknown"
+            }}  # fmt: skip
             setattr(done, name, getattr(done, name) + surface.save(con, repo, here))
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)
             done.deleted += [known[i] for i in where.gone if known.get(i)]
             done.transferred += [known[i] for i in moved if known.get(i)]
             gaps.clear(con, repo, name, [*(n["id"] for n in here), *where.gone, *moved])
-            for node_id, reason in where.unreadable.items():
+            for node_id, reason in unreadable.items():
                 gaps.record(con, repo, name, node_id, known.get(node_id), reason)
                 done.skipped.append({"surface": name, "handle": known.get(node_id),
                                      "reason": reason})  # fmt: skip
@@ -421,8 +439,10 @@ def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: P
         return
     say(f"{repo}: confirming {len(candidates)} items missing from the listings")
     where = listings.locate(client, list(candidates))
-    done.inaccessible = sorted(candidates[i][1] for i in where.unreadable)
-    moved = {i for i, n in where.found.items() if _elsewhere(n, repo, candidates[i][0])}
+    places = {i: _where(n, repo, candidates[i][0]) for i, n in where.found.items()}
+    unknown = {i for i, place in places.items() if place == "unknown"}
+    done.inaccessible = sorted(candidates[i][1] for i in [*where.unreadable, *unknown])
+    moved = {i for i, place in places.items() if place == "moved"}
     removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
     if not removals:
         return
@@ -450,13 +470,17 @@ def _some(handles: Sequence[str], shown: int = 3) -> str:
     return f"{len(handles)} {noun} ({', '.join(handles[:shown])}{more})"
 
 
-def _elsewhere(node: Node, repo: str, table: str) -> bool:
-    """Whether an item now lives somewhere else: another repository (transferred), or
-    another kind of item (an issue converted to a discussion answers as a Discussion)."""
+def _where(node: Node, repo: str, table: str) -> str:
+    """Where a found item lives now: "here", "moved" (another repository, or another
+    kind of item: an issue converted to a discussion answers as a Discussion), or
+    "unknown" (GitHub did not say which repository)."""
     typename = node.get("__typename")
     if typename and typename != listings.TYPENAMES[table]:
-        return True
-    return (node.get("repository") or {}).get("nameWithOwner") != repo
+        return "moved"
+    name = (node.get("repository") or {}).get("nameWithOwner")
+    if not isinstance(name, str):
+        return "unknown"
+    return "here" if name == repo else "moved"
 
 
 def _stored_items(con, repo: str) -> int:

@@ -120,8 +120,18 @@ _NOT_ACCESSIBLE = "resource not accessible by"
 
 def error_type(error: dict[str, Any]) -> str | None:
     """GitHub's error type (NOT_FOUND, FORBIDDEN, ...): top level, or in `extensions`."""
-    kind = error.get("type") or (error.get("extensions") or {}).get("type")
+    extensions = error.get("extensions")
+    kind = error.get("type") or (extensions.get("type") if isinstance(extensions, dict) else None)
     return kind if isinstance(kind, str) else None
+
+
+def error_path(error: dict[str, Any]) -> list[str | int]:
+    """Where an error points in `data`: a list of names and indices, [] when it says
+    nothing usable (GitHub's answers are checked, not trusted)."""
+    path = error.get("path")
+    if isinstance(path, list) and all(isinstance(p, (str, int)) for p in path):
+        return path
+    return []
 
 
 def describe_error(error: dict[str, Any] | None) -> str:
@@ -129,7 +139,7 @@ def describe_error(error: dict[str, Any] | None) -> str:
     and summaries: "FORBIDDEN at repository.issues.nodes.3.comments: <message>"."""
     if error is None:
         return "GitHub answered null without saying why"
-    path = error.get("path") or []
+    path = error_path(error)
     where = f" at {'.'.join(str(p) for p in path)}" if path else ""
     message = " ".join(str(error.get("message") or "no message").split())[:200]
     return f"{error_type(error) or 'error'}{where}: {message}"
@@ -162,7 +172,7 @@ class Answer:
     def failure(self, errors: list[dict[str, Any]] | None = None) -> GitHubError:
         """The one-line error for `errors` (default: all of them), for a caller that
         cannot use this answer after all."""
-        return _query_error(errors or self.errors, self.data, {}, self.operation)
+        return _query_error(errors or self.errors, self.data, self.variables, self.operation)
 
 
 @cache
@@ -400,7 +410,10 @@ class GraphQLClient:
                 raise _RateLimit(_retry_after(response), _reset_header(response) or self._reset)
             message = _one_line(errors[0].get("message") or "unknown error")
             heavy = next((k for k in kinds if k in _TOO_HEAVY), None)
-            if heavy or any(_is_timeout(e) for e in errors):
+            # The timeout nulls the whole answer; the same words at a path below some
+            # data are one part failing, which a partial caller handles.
+            timeout = any(_is_timeout(e) and not (data and error_path(e)) for e in errors)
+            if heavy or timeout:
                 raise _Transient(
                     f"GitHub could not finish {request.operation_name or name} "
                     f"({heavy or 'timeout'}): {message}",
@@ -408,7 +421,7 @@ class GraphQLClient:
                     f"item at a time ({heavy or 'timeout'}): {message}; run again later",
                     heavy=True,
                 )
-            if partial and isinstance(data, dict) and all(e.get("path") for e in errors):
+            if partial and isinstance(data, dict) and all(error_path(e) for e in errors):
                 return Answer(data, errors, request.operation_name or name, sent)
             if any(_NOT_ACCESSIBLE in str(e.get("message", "")).lower() for e in errors):
                 raise GitHubError(
@@ -619,8 +632,8 @@ def _query_error(
     errors: list[dict[str, Any]], data: Any, variables: dict[str, Any], operation: str
 ) -> GitHubError:
     first = errors[0]
-    kind = first.get("type") or (first.get("extensions") or {}).get("type")
-    path = first.get("path") or []
+    kind = error_type(first)
+    path = error_path(first)
     message = _one_line(first.get("message") or "unknown error")
     if kind == "NOT_FOUND" and path[:1] == ["repository"]:
         repo = f"{variables.get('owner')}/{variables.get('name')}"

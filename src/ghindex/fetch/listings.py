@@ -21,6 +21,7 @@ from ghindex.fetch.client import (
     Answer,
     GraphQLClient,
     describe_error,
+    error_path,
     error_type,
     permission_hint,
 )
@@ -139,26 +140,23 @@ def locate(client: GraphQLClient, node_ids: list[str]) -> Located:
     for start in range(0, len(node_ids), 100):
         batch = node_ids[start : start + 100]
         answer = client.execute_partial("nodes", {"ids": batch})
-        nodes = answer.data.get("nodes") or [None] * len(batch)
-        if len(nodes) != len(batch):
-            raise GitHubError(f"GitHub answered {len(nodes)} nodes for {len(batch)} ids: run again")
+        nodes = _listed(answer, "nodes", len(batch))
         problems = _by_index(answer, "nodes")
         for index, (node_id, node) in enumerate(zip(batch, nodes, strict=True)):
-            error = (problems.get(index) or [None])[0]
-            kind = error_type(error) if error else None
-            if node is not None and error is None:
-                located.found[node_id] = node
-            elif kind == "NOT_FOUND" and node is None:
-                located.gone.add(node_id)
-            elif kind == "FORBIDDEN" or (error and node is not None):
-                located.unreadable[node_id] = describe_error(error)
-            elif error is None:
+            outcome, reason = _located(node, problems.get(index, []), ["nodes", index])
+            if outcome == "failed":
+                raise answer.failure(problems.get(index))
+            if outcome == "unexplained":
                 raise GitHubError(
                     f"GitHub answered Nodes with null at nodes.{index} and no error saying "
                     "why: nothing was removed; run again"
                 )
+            if outcome == "found":
+                located.found[node_id] = node
+            elif outcome == "gone":
+                located.gone.add(node_id)
             else:
-                raise answer.failure([error])
+                located.unreadable[node_id] = reason
     return located
 
 
@@ -175,27 +173,52 @@ def items_by_id(client: GraphQLClient, ids: dict[str, list[str]]) -> dict[str, L
         variables = {fields[s]: batch[s] for s in fields}
         answer = client.execute_partial("items", variables)
         for surface, name in fields.items():
-            nodes = answer.data.get(name) or [None] * len(batch[surface])
+            nodes = _listed(answer, name, len(batch[surface]))
             problems = _by_index(answer, name, among=list(fields.values()))
             typename = SURFACES[surface][2]
             for index, (node_id, node) in enumerate(zip(batch[surface], nodes, strict=True)):
                 errors = problems.get(index, [])
-                if node is None:
-                    if errors and error_type(errors[0]) == "NOT_FOUND":
-                        located[surface].gone.add(node_id)
-                    else:
-                        located[surface].unreadable[node_id] = describe_error(
-                            errors[0] if errors else None
-                        )
-                    continue
-                outcome, reason = _settle(client, node, errors, typename)
+                outcome, reason = _located(node, errors, [name, index])
+                if outcome == "found":
+                    outcome, reason = _settle(client, node, errors, typename)
                 if outcome == "gone":
                     located[surface].gone.add(node_id)
-                elif outcome == "unreadable":
-                    located[surface].unreadable[node_id] = reason
-                else:
+                elif outcome in ("read", "hidden"):
                     located[surface].found[node_id] = node
+                else:
+                    located[surface].unreadable[node_id] = reason or describe_error(None)
     return located
+
+
+def _located(
+    node: Node | None, errors: list[dict[str, Any]], at: list[str | int]
+) -> tuple[str, str]:
+    """What GitHub said about one id it was asked for: "found" (with `errors` below
+    it, if any), "gone" (NOT_FOUND for that very id), "unreadable" (FORBIDDEN, or a
+    deeper error that nulled it), "unexplained" (null, no error) or "failed"."""
+    if node is not None:
+        return "found", ""
+    if not errors:
+        return "unexplained", ""
+    if any(error_type(e) == "NOT_FOUND" and error_path(e) == at for e in errors):
+        return "gone", ""
+    if all(error_type(e) in ("FORBIDDEN", "NOT_FOUND") for e in errors):
+        return "unreadable", describe_error(errors[0])
+    return "failed", ""
+
+
+def _listed(answer: Answer, name: str, expected: int) -> list[Any]:
+    """The list GitHub answered at `name` for `expected` ids, checked for its shape."""
+    nodes = answer.data.get(name)
+    if nodes is None and answer.errors:
+        raise answer.failure()
+    if not isinstance(nodes, list) or len(nodes) != expected:
+        count = len(nodes) if isinstance(nodes, list) else "no"
+        raise GitHubError(
+            f"GitHub answered {answer.operation} with {count} {name} for {expected} ids: "
+            "nothing was changed; run again"
+        )
+    return [n if isinstance(n, dict) else None for n in nodes]
 
 
 def _pages(
@@ -212,7 +235,7 @@ def _pages(
         connection = (answer.data.get("repository") or {}).get(field)
         if connection is None:
             refusal = next(
-                (e for e in answer.errors if e["path"][:2] == ["repository", field]), None
+                (e for e in answer.errors if error_path(e)[:2] == ["repository", field]), None
             )
             if refusal is not None and error_type(refusal) == "FORBIDDEN":
                 hint = permission_hint(query, str(refusal.get("message", "")))
@@ -220,11 +243,13 @@ def _pages(
             if answer.errors:
                 raise answer.failure()
             raise RepoNotFound(f"repository {repo} disappeared during the fetch: run again")
+        info = connection.get("pageInfo") if isinstance(connection, dict) else None
+        if not isinstance(info, dict) or not isinstance(connection.get("nodes"), list):
+            raise GitHubError(f"GitHub answered {repo} {field} without a page: run again")
         yield _page(client, answer, query)
-        info = connection["pageInfo"]
-        if not info["hasNextPage"]:
+        if not info.get("hasNextPage"):
             return
-        if not info["endCursor"] or info["endCursor"] == after:
+        if not isinstance(info.get("endCursor"), str) or info["endCursor"] == after:
             raise GitHubError(f"{repo} {field}: the server returned no new page cursor")
         after = info["endCursor"]
 
@@ -234,22 +259,19 @@ def _page(client: GraphQLClient, answer: Answer, query: str) -> Page:
     surface, field, typename = SURFACES[query]
     page = Page()
     problems = _by_index(answer, "repository", field, "nodes")
-    nodes = answer.data["repository"][field]["nodes"]
-    unnamed = [i for i, node in enumerate(nodes) if not (node or {}).get("id") and i in problems]
-    names = _page_ids(client, answer, query) if unnamed else {}
+    nodes = answer.data["repository"][field].get("nodes") or []
+    nodes = [n if isinstance(n, dict) and n.get("id") else None for n in nodes]
+    names = _page_ids(client, answer, query, nodes) if None in nodes else {}
     for index, node in enumerate(nodes):
         errors = problems.get(index, [])
-        if index in unnamed:
-            # A failing non-null part nulled the whole item: named by a light query of the
-            # same page, it waits in the gaps to be read again by id.
-            named = names.get(index)
-            if named is None:
-                raise answer.failure(errors)
+        if node is None:
+            # Nulled whole (a failing non-null part): named by a light query of the same
+            # page, it waits in the gaps to be read again by id.
+            named = names[index]
             page.listed.append(named)
-            page.gaps.append(Gap(surface, describe_error(errors[0]), named["id"], named["number"]))
+            reason = describe_error(errors[0] if errors else None)
+            page.gaps.append(Gap(surface, reason, named["id"], named.get("number")))
             continue
-        if not (node or {}).get("id"):
-            continue  # GitHub leaves out what the token may not see
         page.listed.append(node)
         outcome, reason = _settle(client, node, errors, typename)
         if outcome == "gone":
@@ -263,18 +285,31 @@ def _page(client: GraphQLClient, answer: Answer, query: str) -> Page:
     return page
 
 
-def _page_ids(client: GraphQLClient, answer: Answer, query: str) -> dict[int, Node]:
-    """The items of the page `answer` holds, by position: id, number, updatedAt."""
-    light = f"{query.removesuffix('s')}_ids"
-    if light not in _ID_QUERIES:
-        return {}
-    field = SURFACES[query][1]
-    data = client.execute(light, answer.variables)
-    nodes = ((data.get("repository") or {}).get(field) or {}).get("nodes") or []
-    return {i: node for i, node in enumerate(nodes) if node and node.get("id")}
-
-
 _ID_QUERIES = {"issue_ids", "pull_request_ids", "discussion_ids"}
+
+
+def _page_ids(
+    client: GraphQLClient, answer: Answer, query: str, nodes: list[Node | None]
+) -> dict[int, Node]:
+    """The items GitHub nulled in a page, named by a light query of the same page (same
+    cursor, same size). Trusted only when it lists the same items in the same places:
+    otherwise the page changed in between, and the page fails (a rerun reads it again)."""
+    light = f"{query.removesuffix('s')}_ids"
+    field = SURFACES[query][1]
+    data = client.execute(light, answer.variables) if light in _ID_QUERIES else {}
+    named = ((data.get("repository") or {}).get(field) or {}).get("nodes")
+    same = (
+        isinstance(named, list)
+        and len(named) == len(nodes)
+        and all(isinstance(n, dict) and isinstance(n.get("id"), str) for n in named)
+        and all(node is None or node["id"] == n["id"] for node, n in zip(nodes, named, strict=True))
+    )
+    if not same:
+        raise GitHubError(
+            f"GitHub answered {answer.operation} with items it could not give, and the page "
+            "changed before they could be named: nothing from it was stored; run again"
+        )
+    return {i: n for i, n in enumerate(named) if nodes[i] is None}
 
 
 def _settle(
@@ -302,9 +337,13 @@ def _by_index(
     found: dict[int, list[dict[str, Any]]] = {}
     width = len(prefix)
     for error in answer.errors:
-        if error["path"][0] != prefix[0] and error["path"][0] in among:
+        if (
+            error_path(error)[:1] != [prefix[0]]
+            and error_path(error)[:1][0:1]
+            and (error_path(error)[0] in among)
+        ):
             continue
-        path = error["path"]
+        path = error_path(error)
         index = path[width] if len(path) > width else None
         if list(path[:width]) != list(prefix) or not isinstance(index, int):
             raise answer.failure([error])

@@ -57,9 +57,11 @@ def hidden_only(errors: list[dict[str, Any]]) -> bool:
     return all(error_type(e) == "FORBIDDEN" for e in errors)
 
 
-def complete(client: GraphQLClient, node: Node, typename: str) -> bool:
+def complete(client: GraphQLClient, node: Node, typename: str, *, top: bool = True) -> bool:
     """Fetch every remaining page of `node`'s nested connections, recursively; True
-    when GitHub left out parts this token may not read."""
+    when GitHub left out parts this token may not read. `top` is False for a child
+    (a review thread, a discussion comment): one deleted meanwhile makes the item
+    unreadable for now, never gone."""
     hidden = False
     for field, query in _CONNECTIONS.get(typename, []):
         connection = node.get(field)
@@ -71,6 +73,8 @@ def complete(client: GraphQLClient, node: Node, typename: str) -> bool:
             if answer.data.get("node") is None and any(
                 error_type(e) == "NOT_FOUND" and e["path"] == ["node"] for e in answer.errors
             ):
+                if not top:
+                    raise ItemUnreadable(f"a part of it was deleted while its {field} were read")
                 raise ItemGone(node["id"])
             if answer.errors and (
                 answer.data.get("node") is None or not hidden_only(answer.errors)
@@ -78,13 +82,13 @@ def complete(client: GraphQLClient, node: Node, typename: str) -> bool:
                 raise ItemUnreadable(f"{describe_error(answer.errors[0])} (reading its {field})")
             hidden = hidden or bool(answer.errors)
             fresh = (answer.data.get("node") or {}).get(field)
-            if fresh is None:
+            if not isinstance(fresh, dict) or not isinstance(fresh.get("pageInfo"), dict):
                 raise ItemUnreadable(f"GitHub answered no {field} for it")
-            connection["nodes"].extend(n for n in fresh["nodes"] if n)
+            connection["nodes"].extend(n for n in fresh.get("nodes") or [] if n)
             connection["pageInfo"] = fresh["pageInfo"]
             connection["totalCount"] = fresh.get("totalCount", connection.get("totalCount"))
     for field, child_type in _CHILDREN.get(typename, []):
         for child in (node.get(field) or {}).get("nodes") or []:
             if child:
-                hidden = complete(client, child, child_type) or hidden
+                hidden = complete(client, child, child_type, top=False) or hidden
     return hidden

@@ -174,14 +174,35 @@ def replace_releases(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
     return len(rows)
 
 
+_THREAD_TABLES = {"issues": "issue", "pull_requests": "pull_request", "discussions": "discussion"}
+
+
 def delete_items(con: duckdb.DuckDBPyConnection, table: str, handles: Sequence[str]) -> None:
-    """Remove items confirmed gone from GitHub, with everything hanging off them."""
+    """Remove items confirmed gone from GitHub, with everything hanging off them.
+
+    A handle another kind of item now holds (an issue converted to a discussion keeps
+    its number) keeps its labels, links and the new item's comments: only the
+    comments of the removed kind go with it."""
     delete_where_in(con, table, "handle", handles)
+    others = [t for t in _THREAD_TABLES if t != table]
+    taken = {
+        h
+        for other in others
+        for (h,) in con.execute(
+            f"SELECT handle FROM {other} WHERE list_contains(?, handle)", [list(handles)]
+        ).fetchall()
+    }
+    if taken and table in _THREAD_TABLES:
+        con.execute(
+            "DELETE FROM comments WHERE list_contains(?, parent_handle) AND parent_type = ?",
+            [sorted(taken), _THREAD_TABLES[table]],
+        )
+    orphans = [h for h in handles if h not in taken]
     for child in ("issue_labels", "assignees"):
-        delete_where_in(con, child, "handle", handles)
+        delete_where_in(con, child, "handle", orphans)
     for child in ("comments", "reviews", "review_comments"):
-        delete_where_in(con, child, "parent_handle", handles)
-    edges.delete_from_sources(con, handles)
+        delete_where_in(con, child, "parent_handle", orphans)
+    edges.delete_from_sources(con, orphans)
 
 
 def _thread_row(repo: str, node: Node) -> dict[str, Any]:
