@@ -299,3 +299,25 @@ def test_a_workdir_from_before_redaction_is_redacted_and_its_index_pruned(
     assert rows(workdir, "SELECT body FROM issues") == [("old token [redacted:github-token]",)]
     raw = b"".join(p.read_bytes() for p in workdir.rglob("*") if p.is_file())
     assert token.encode() not in raw  # old Lance versions and index files pruned too
+
+
+def test_merging_a_raw_shard_redacts_it(github, run, isolated, monkeypatch):
+    token = "ghp_" + "K5" * 18
+    github.add_repo("octo/a", issues=[issue_node(1, repo="octo/a", body=f"a {token}")])
+    github.add_repo("octo/b", issues=[issue_node(1, repo="octo/b", body="nothing")])
+    (isolated / "ghindex.toml").write_text("redact = false\n")
+    monkeypatch.setenv("GHINDEX_WORKDIR", str(isolated / "shard-a"))
+    assert run("fetch", "--repo", "octo/a").exit_code == 0
+    (isolated / "ghindex.toml").unlink()
+    monkeypatch.setenv("GHINDEX_WORKDIR", str(isolated / "shard-b"))
+    assert run("fetch", "--repo", "octo/b").exit_code == 0
+    monkeypatch.setenv("GHINDEX_WORKDIR", str(isolated / "merged"))
+
+    result = run("merge", str(isolated / "shard-a"), str(isolated / "shard-b"))
+
+    assert result.exit_code == 0, result.output
+    assert "note: redacting the stored github text" in result.stderr
+    assert rows(isolated / "merged", "SELECT body FROM issues ORDER BY repo") == [
+        ("a [redacted:github-token]",),
+        ("nothing",),
+    ]

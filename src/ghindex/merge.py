@@ -18,6 +18,7 @@ from typing import Any
 from ghindex import index
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.snapshot.local import live_root
+from ghindex.store import redaction
 from ghindex.store.rows import replace_from
 from ghindex.store.state import open_state, transaction
 
@@ -29,13 +30,17 @@ class MergeReport:
     shards: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     vectors: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
-    """Copy every shard's state and embedding cache into the workdir `target`."""
+def merge(
+    target: Path, shards: Sequence[Path], model: str, *, redacted: bool = True
+) -> MergeReport:
+    """Copy every shard's state and embedding cache into the workdir `target`; the
+    merged text is then brought in line with the `redact` setting (`redacted`)."""
     report = MergeReport()
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
     for shard in shards:
@@ -44,6 +49,7 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
         if shard.resolve() == target.resolve():
             raise StateError(f"{shard} is the target workdir itself")
     con = open_state(target / "state.duckdb")
+    seen: dict[str, set[str | None]] = {source: set() for source in redaction.SOURCES}
     try:
         # every table of the schema has a primary key: a shard's row replaces the one
         # with the same key, so a repository in two shards ends up once
@@ -60,6 +66,8 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
             alias = f"shard{number}"
             con.execute(f"ATTACH '{_quoted(shard / 'state.duckdb')}' AS {alias} (READ_ONLY)")
             try:
+                for source in redaction.SOURCES:
+                    seen[source].add(redaction.stored(con, source, schema=alias))
                 with transaction(con):
                     for table, columns in keys.items():
                         source = f"{alias}.{table}"
@@ -69,6 +77,11 @@ def merge(target: Path, shards: Sequence[Path], model: str) -> MergeReport:
             finally:
                 con.execute(f"DETACH {alias}")
             report.shards.append(str(shard))
+        with transaction(con):
+            for source, values in seen.items():
+                if len(values) > 1:  # shards disagree: treat the merged text as unknown
+                    redaction.forget(con, source)
+                report.notes += [n for n in [redaction.prepare(con, source, redacted)[1]] if n]
     finally:
         con.close()
     report.vectors = _merge_caches(target, shards, model)

@@ -191,8 +191,13 @@ def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: boo
 
     settings = obj.settings(model=model)
     merged = run_merge(
-        settings.root, [Path(s) for s in shards], canonical_model_name(settings.model)
+        settings.root,
+        [Path(s) for s in shards],
+        canonical_model_name(settings.model),
+        redacted=settings.redact,
     )
+    for line in merged.notes:
+        click.echo(f"note: {line}", err=True)
     report = run_build(settings, progress=progress(not as_json))
     if as_json:
         emit_json({"merged": merged.as_dict(), "built": report.as_dict()})

@@ -33,11 +33,17 @@ def wanted(enabled: bool) -> str:
     return f"v{redact.RULES_VERSION}" if enabled else "off"
 
 
-def stored(con: duckdb.DuckDBPyConnection, source: str) -> str | None:
+def stored(con: duckdb.DuckDBPyConnection, source: str, schema: str = "main") -> str | None:
     row = con.execute(
-        "SELECT value FROM ghindex_meta WHERE key = ?", [f"redaction:{source}"]
+        f"SELECT value FROM {schema}.ghindex_meta WHERE key = ?", [f"redaction:{source}"]
     ).fetchone()
     return row[0] if row else None
+
+
+def forget(con: duckdb.DuckDBPyConnection, source: str) -> None:
+    """Record that nobody knows what the stored text of `source` went through: the
+    next `prepare` redacts it (or, with redaction off, takes it as raw)."""
+    con.execute("DELETE FROM ghindex_meta WHERE key = ?", [f"redaction:{source}"])
 
 
 def record(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> None:
