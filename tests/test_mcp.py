@@ -626,8 +626,40 @@ def test_status_shows_the_store_without_credentials(snapshot_dir):
 def test_bad_input_is_an_error_naming_the_parameter(server, tool, arguments, parameter):
     text = failure(server, tool, **arguments)
 
-    assert text.startswith(f"Error executing tool {tool}: ")
-    assert re.search(rf"^{parameter}\b", text, re.MULTILINE), text
+    assert text.startswith(f"{tool}: argument {parameter}: "), text
+    assert "\n" not in text and "validation error" not in text
+
+
+BAD_VALUES = {
+    "search": {"top_k": 0},
+    "fetch": {"handles": ["x"] * 51},
+    "related": {"handle": R + "#1", "hops": "far"},
+    "context": {"query": "crash", "max_tokens": 10},
+    "sql": {"query": "SELECT 1", "max_rows": 10**9},
+    "status": None,
+}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_an_unknown_argument_is_named_with_the_valid_ones(server, tool):
+    base = {"search": {"query": "crash"}, "fetch": {"handles": [R + "#1"]},
+            "related": {"handle": R + "#1"}, "context": {"query": "crash"},
+            "sql": {"query": "SELECT 1"}, "status": {}}[tool]  # fmt: skip
+
+    text = failure(server, tool, **base, k=3)
+
+    assert text.startswith(f"{tool}: unknown argument 'k'"), text
+    assert "valid arguments:" in text and "\n" not in text
+    if tool == "search":
+        assert "(did you mean 'top_k'?)" in text
+    if BAD_VALUES[tool] is not None:
+        bad = failure(server, tool, **{**base, **BAD_VALUES[tool]})
+        assert bad.startswith(f"{tool}: argument ") and "\n" not in bad, bad
+
+
+def test_the_published_schemas_refuse_unknown_arguments(server):
+    for tool in list_tools(server):
+        assert tool.input_schema["additionalProperties"] is False, tool.name
 
 
 def test_an_unknown_handle(server):

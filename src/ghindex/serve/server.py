@@ -9,6 +9,7 @@ write: the state is opened read-only and `sql` runs with external access off.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import ipaddress
@@ -20,7 +21,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ghindex import __version__
 from ghindex.errors import ConfigError, GhindexError
@@ -231,7 +232,55 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         their sync cursors, counts per type, the embedding model, and sync health."""
         return tools.status(holder)
 
+    strict_arguments(server)
     return server
+
+
+def strict_arguments(server: MCPServer) -> None:
+    """Every tool refuses what it does not know: an unknown argument, a wrong type or a
+    value out of range is one sentence naming it (and the valid arguments, or the
+    limit), never silently ignored. The published schemas say so too
+    (`additionalProperties: false`)."""
+    registered = {tool.name: tool for tool in server._tool_manager.list_tools()}
+    for tool in registered.values():
+        tool.parameters["additionalProperties"] = False
+    call_tool = server.call_tool
+
+    async def checked(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = registered.get(name)
+        if tool is not None:
+            problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model,
+                                       arguments)  # fmt: skip
+            if problem:
+                raise ToolError(problem)
+        return await call_tool(name, arguments, context)
+
+    server.call_tool = checked  # type: ignore[method-assign]
+
+
+def argument_problem(
+    name: str, schema: dict[str, Any], model: Any, arguments: dict[str, Any]
+) -> str | None:
+    """What is wrong with `arguments` for tool `name`, as one sentence, or None."""
+    known = list((schema.get("properties") or {}).keys())
+    unknown = [key for key in arguments if key not in known]
+    if unknown:
+        key = unknown[0]
+        near = [k for k in known if key.lower() in k.lower() or k.lower() in key.lower()]
+        near += difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        valid = ", ".join(known) or "none"
+        return f"{name}: unknown argument {str(key)[:40]!r}{hint}; valid arguments: {valid}"
+    try:
+        model.model_validate(arguments)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        # the argument, and an index into it; not the union member pydantic tried
+        loc = error["loc"]
+        where = ".".join([str(loc[0]), *(str(p) for p in loc[1:] if isinstance(p, int))])
+        message = error["msg"].rstrip(".")
+        return f"{name}: argument {where}: {message}"
+    return None
 
 
 def check_binding(host: str, token: str | None) -> None:
