@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -487,8 +486,35 @@ def test_sql_answers_a_compact_table_with_a_row_limit(server):
     assert cut["columns"] == ["handle", "number", "state"]
     assert cut["rows"] == [[R + "#1", 1, "CLOSED"], [R + "#3", 3, "OPEN"], [R + "#4", 4, "OPEN"]]
     assert (cut["row_count"], cut["truncated"]) == (3, True)
-    assert (whole["row_count"], whole["truncated"]) == (11, False)
+    assert cut["truncated_reason"] == "cut at 3 rows: raise max_rows or narrow the query"
+    assert (whole["row_count"], whole["truncated"], whole["truncated_reason"]) == (11, False, None)
     assert isinstance(whole["elapsed_ms"], float)
+
+
+def test_a_huge_answer_is_cut_at_its_size_not_sent(server):
+    cut = answer(server, "sql", query="SELECT repeat('x', 20000000) AS v FROM range(50)")
+
+    assert cut["truncated"] is True
+    assert cut["truncated_reason"].startswith("cut at 1,000,000 bytes")
+    assert cut["row_count"] == 1 and len(cut["rows"][0][0]) <= 1_000_001
+
+
+def test_sql_runs_under_a_memory_limit_and_names_no_local_path(server, snapshot_dir):
+    limit = answer(server, "sql", query="SELECT current_setting('memory_limit')")["rows"][0][0]
+    databases = answer(server, "sql", query="PRAGMA database_list")
+
+    assert limit.endswith("MiB") and float(limit.split()[0]) <= 512
+    assert str(snapshot_dir) not in json.dumps(databases)
+    assert databases["rows"][0][2] == "state.duckdb"
+
+
+def test_a_syntax_error_is_one_sentence_with_its_place(server):
+    text = failure(server, "sql", query="SELEC oops")
+
+    assert text == (
+        'Error executing tool sql: query: Parser Error: syntax error at or near "SELEC" '
+        "(line 1, column 1): fix the statement"
+    )
 
 
 @pytest.mark.parametrize(

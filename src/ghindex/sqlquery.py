@@ -1,14 +1,20 @@
 """Read-only SQL over a snapshot's state database: `ghindex sql` and the MCP `sql` tool.
 
 The connection is opened read-only with external access, extension installing and
-loading turned off and the configuration locked, so a statement can read the state
-and nothing else: no files, no network, no writes. One statement per call, a row
-limit, and a time limit enforced by interrupting the query.
+loading turned off, a memory limit (`GHINDEX_SQL_MEMORY_MB`, default 512) and the
+configuration locked, so a statement can read the state and nothing else: no files,
+no network, no writes, and not the machine's memory. One statement per call. The
+answer is cut at a row limit and at `GHINDEX_SQL_MAX_BYTES` (default 1,000,000) of
+JSON, with `truncated` and the reason; a time limit covers execution and reading the
+rows, enforced by interrupting the query, and rows read by then are the answer.
 """
 
 from __future__ import annotations
 
 import decimal
+import json
+import os
+import re
 import threading
 import time
 import uuid
@@ -19,9 +25,12 @@ from typing import Any
 
 import duckdb
 
-from ghindex.errors import GhindexError, StateError, first_line
+from ghindex.errors import ConfigError, GhindexError, StateError, first_line
 
 TIMEOUT = 10.0
+MEMORY_MB = 512
+MAX_BYTES = 1_000_000
+_BATCH = 64  # rows read and converted at a time
 
 
 @dataclass
@@ -31,6 +40,7 @@ class Result:
     rows: list[list[Any]]
     truncated: bool
     elapsed_ms: float
+    reason: str | None = None  # why the answer was cut, when it was
 
 
 def connect(state: Path) -> duckdb.DuckDBPyConnection:
@@ -50,8 +60,19 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        con.execute(f"SET memory_limit = '{_setting('GHINDEX_SQL_MEMORY_MB', MEMORY_MB)}MB'")
+        con.execute("SET enable_progress_bar = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def _setting(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{name} must be a whole number above 0, not {value!r}")
+    return int(value)
 
 
 def run(state: Path, query: str, max_rows: int, timeout: float = TIMEOUT) -> Result:
@@ -66,31 +87,120 @@ def run_on(
     con: duckdb.DuckDBPyConnection, query: str, max_rows: int, timeout: float = TIMEOUT
 ) -> Result:
     """`run` on a connection from `connect` (or a cursor of one)."""
-    statements = con.extract_statements(query)
-    if len(statements) != 1:
-        raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
+    max_bytes = _setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
+    # where the file lives is nobody's business: answers name it by its file name
+    (path,) = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone() or ("",)
+    hide = _hider(path)
     timer = threading.Timer(timeout, con.interrupt)
     started = time.perf_counter()
+    rows: list[list[Any]] = []
+    reason = None
     timer.start()
     try:
-        cursor = con.execute(query)
+        statements = con.extract_statements(query)
+        if len(statements) != 1:
+            raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
+        cursor = _execute(con, statements[0], query, max_rows)
         description = cursor.description or []
-        rows = cursor.fetchmany(max_rows + 1)
+        size = 0
+        while reason is None:
+            try:
+                batch = cursor.fetchmany(_BATCH)
+            except duckdb.InterruptException:
+                if not rows:
+                    raise
+                reason = f"stopped at the {timeout:g} s time limit"
+                break
+            if not batch:
+                break
+            for raw in batch:
+                if len(rows) == max_rows:
+                    reason = f"cut at {max_rows} rows: raise max_rows or narrow the query"
+                    break
+                row = [hide(plain(v)) for v in raw]
+                row, size = _fit(row, size, max_bytes)
+                rows.append(row)
+                if size >= max_bytes:
+                    reason = (f"cut at {max_bytes:,} bytes: select fewer or narrower columns, "
+                              "or fewer rows")  # fmt: skip
+                    break
+            if reason is None and time.perf_counter() - started > timeout:
+                reason = f"stopped at the {timeout:g} s time limit"
     except duckdb.InterruptException:
         raise GhindexError(
             f"query: stopped after the {timeout:g} s time limit; narrow it down"
         ) from None
     except duckdb.Error as exc:
-        raise GhindexError(f"query: {first_line(exc)}") from None
+        raise GhindexError(hide(f"query: {_sql_error(exc, query)}")) from None
     finally:
         timer.cancel()
     return Result(
         columns=[d[0] for d in description],
         types=[str(d[1]) for d in description],
-        rows=[[plain(v) for v in row] for row in rows[:max_rows]],
-        truncated=len(rows) > max_rows,
+        rows=rows,
+        truncated=reason is not None,
         elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+        reason=reason,
     )
+
+
+def _hider(path: str | None):
+    """A function replacing `path` (and its folder) in text with the file's name."""
+    if not path:
+        return lambda value: value
+    folder, name = str(Path(path).parent), Path(path).name
+
+    def hide(value: Any) -> Any:
+        if isinstance(value, str) and folder in value:
+            return value.replace(path, name).replace(folder, ".")
+        if isinstance(value, list):
+            return [hide(v) for v in value]
+        return value
+
+    return hide
+
+
+def _execute(
+    con: duckdb.DuckDBPyConnection, statement: Any, query: str, max_rows: int
+) -> duckdb.DuckDBPyConnection:
+    """Run the statement; a SELECT under a LIMIT one past the row limit, so that DuckDB
+    stops producing rows (and sorts only the top ones) instead of holding them all."""
+    if statement.type == duckdb.StatementType.SELECT:
+        inner = statement.query.strip().rstrip(";")
+        try:
+            return con.execute(f"SELECT * FROM (\n{inner}\n) LIMIT {max_rows + 1}")
+        except duckdb.ParserException:
+            pass  # a trailing comment or the like: run it as written
+    return con.execute(query)
+
+
+def _fit(row: list[Any], used: int, limit: int) -> tuple[list[Any], int]:
+    """`row` and the bytes used after it; text cut so that the answer stays in `limit`."""
+    size = len(json.dumps(row, default=str))
+    if used + size <= limit:
+        return row, used + size
+    room = max(limit - used, 0)
+    fitted = []
+    for value in row:
+        if isinstance(value, str) and len(value) > room:
+            value = value[:room] + "…"
+        room = max(room - len(json.dumps(value, default=str)), 0)
+        fitted.append(value)
+    return fitted, limit
+
+
+def _sql_error(exc: duckdb.Error, query: str) -> str:
+    """DuckDB's message on one line, with where in the statement it points."""
+    text = str(exc)
+    first = first_line(exc)
+    caret = re.search(r"^LINE (\d+): (.*)\n( *)\^", text, re.MULTILINE)
+    if caret:
+        prefix = len(f"LINE {caret.group(1)}: ")
+        column = len(caret.group(3)) - prefix + 1
+        return f"{first} (line {caret.group(1)}, column {column}): fix the statement"
+    return first
 
 
 def plain(value: Any) -> Any:

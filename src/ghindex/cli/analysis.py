@@ -50,7 +50,8 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
     if as_json or fmt == "json":
         rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
         click.echo(json.dumps({"columns": result.columns, "rows": rows,
-                               "truncated": result.truncated}, indent=2, default=str))  # fmt: skip
+                               "truncated": result.truncated, "truncated_reason": result.reason},
+                              indent=2, default=str))  # fmt: skip
     elif fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -60,7 +61,7 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
     else:
         click.echo(_grid(result.columns, result.rows, markdown=fmt == "markdown"))
     if result.truncated:
-        click.echo(f"(cut at {max_rows} rows: raise --max-rows)", err=True)
+        click.echo(f"({result.reason})", err=True)
 
 
 @cli.command()

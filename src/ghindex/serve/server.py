@@ -276,7 +276,7 @@ def argument_problem(
     except ValidationError as exc:
         error = exc.errors()[0]
         # the argument, and an index into it; not the union member pydantic tried
-        loc = error["loc"]
+        loc = error["loc"] or ("arguments",)
         where = ".".join([str(loc[0]), *(str(p) for p in loc[1:] if isinstance(p, int))])
         message = error["msg"].rstrip(".")
         return f"{name}: argument {where}: {message}"

@@ -167,6 +167,7 @@ def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIME
             "rows": result.rows,
             "row_count": len(result.rows),
             "truncated": result.truncated,
+            "truncated_reason": result.reason,
             "elapsed_ms": result.elapsed_ms,
         },
     )
