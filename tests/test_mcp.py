@@ -738,6 +738,9 @@ def test_a_stdio_session_with_a_serve_subprocess(snapshot_dir, isolated):
 # --------------------------------------------------------------------------- HTTP
 
 
+TOKEN = "t0k3n-" + "9f" * 16  # 38 characters
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -756,12 +759,16 @@ def http_servers(snapshot_dir, tmp_path_factory):
     }
     env.update(HF_HUB_OFFLINE="1", GHINDEX_WORKDIR=str(home / "work"))
     servers = {}
-    for name, token in (("open", None), ("token", "s3cret-token")):
+    for name, host, token in (
+        ("open", "127.0.0.1", None),
+        ("token", "127.0.0.1", TOKEN),
+        ("other loopback", "127.0.0.2", TOKEN),
+    ):
         port = free_port()
         errlog = open(home / f"{name}.stderr", "w")  # noqa: SIM115 (closed below)
         argv = [
             sys.executable, "-m", "ghindex", "serve", "--snapshot", str(snapshot_dir),
-            "--transport", "http", "--host", "127.0.0.1", "--port", str(port),
+            "--transport", "http", "--host", host, "--port", str(port),
         ]  # fmt: skip
         process = subprocess.Popen(
             argv,
@@ -771,7 +778,7 @@ def http_servers(snapshot_dir, tmp_path_factory):
             cwd=home,
         )
         servers[name] = {
-            "url": f"http://127.0.0.1:{port}/mcp",
+            "url": f"http://{host}:{port}/mcp",
             "token": token,
             "process": process,
             "errlog": errlog,
@@ -881,10 +888,10 @@ def test_http_with_a_token_refuses_requests_without_it(http_servers):
 
     assert (bare.status_code, wrong.status_code) == (401, 401)
     assert bare.json() == {"error": "missing or wrong bearer token"}
-    assert bare.headers["www-authenticate"] == "Bearer"
+    assert bare.headers["www-authenticate"] == 'Bearer realm="ghindex"'
 
     async def session():
-        headers = {"Authorization": f"Bearer {server['token']}"}
+        headers = {"Authorization": f"bearer {server['token']}"}  # the scheme in any case
         async with (
             httpx2.AsyncClient(headers=headers) as http,
             mcp.Client(streamable_http_client(server["url"], http_client=http)) as client,
@@ -896,15 +903,51 @@ def test_http_with_a_token_refuses_requests_without_it(http_servers):
     assert "Traceback" not in server["stderr"].read_text()
 
 
-def test_http_beyond_loopback_without_a_token_refuses_to_start(run):
-    result = run("serve", "--transport", "http", "--host", "0.0.0.0")
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.2", "192.168.1.5"])
+def test_http_beyond_loopback_without_a_token_refuses_to_start(run, host):
+    result = run("serve", "--transport", "http", "--host", host)
 
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr == (
-        "Error: serving HTTP on 0.0.0.0 needs a bearer token: export GHINDEX_MCP_TOKEN, "
+        f"Error: serving HTTP on {host} needs a bearer token: export GHINDEX_MCP_TOKEN, "
         "or bind to 127.0.0.1\n"
     )
+
+
+@pytest.mark.parametrize("token", [" ", "short", "x" * 31, "y" * 20 + " " + "z" * 20])
+def test_a_weak_token_refuses_to_start(run, monkeypatch, token):
+    monkeypatch.setenv("GHINDEX_MCP_TOKEN", token)
+
+    result = run("serve", "--transport", "http", "--host", "0.0.0.0")
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "Error: GHINDEX_MCP_TOKEN must be at least 32 characters with no whitespace"
+    )
+
+
+@pytest.mark.parametrize("name", ["open", "other loopback"])
+def test_dns_rebinding_is_refused_on_every_bind(http_servers, name):
+    server = http_servers[name]
+    own = server["url"].split("/")[2]
+    headers = {"Accept": "application/json, text/event-stream"}
+    if server["token"]:
+        headers["Authorization"] = f"Bearer {server['token']}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+    rebound = httpx2.post(server["url"], json=body, headers={**headers, "Host": "evil.example"})
+    foreign = httpx2.post(server["url"], json=body,
+                          headers={**headers, "Origin": "http://evil.example"})  # fmt: skip
+    own_origin = httpx2.post(
+        server["url"], json=body, headers={**headers, "Origin": f"http://{own}"}
+    )
+
+    assert rebound.status_code == 421
+    assert rebound.json()["error"].startswith("this server does not answer to Host 'evil.example'")
+    assert foreign.status_code == 403
+    assert foreign.json()["error"].startswith("requests from Origin 'http://evil.example'")
+    assert own_origin.status_code not in (401, 403, 421)
 
 
 # --------------------------------------------------------------------------- snapshot swaps

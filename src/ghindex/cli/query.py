@@ -299,6 +299,20 @@ def show(
     show_default=True,
     help="Seconds between checks of the store for a newer snapshot.",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_host",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Another Host header to answer (a reverse proxy's name); repeatable.",
+)
+@click.option(
+    "--allowed-origin",
+    "allowed_origin",
+    multiple=True,
+    metavar="URL",
+    help="Another browser Origin to accept, e.g. https://tools.example.com; repeatable.",
+)
 @click.pass_obj
 def serve(
     obj: Context,
@@ -308,11 +322,15 @@ def serve(
     host: str,
     port: int,
     sync_interval: float,
+    allowed_host: tuple[str, ...],
+    allowed_origin: tuple[str, ...],
 ) -> None:
     """The read-only MCP server: search, fetch, related, context, sql, status.
 
-    Over HTTP on anything but loopback it requires GHINDEX_MCP_TOKEN as a bearer
-    token. Logs go to stderr; stdout belongs to the protocol in stdio mode.
+    Over HTTP on anything but 127.0.0.1, ::1 or localhost it requires
+    GHINDEX_MCP_TOKEN (32+ characters) as a bearer token; on every bind it answers
+    only its own Host names and Origins (add others with --allowed-host and
+    --allowed-origin). Logs go to stderr; stdout belongs to the protocol in stdio mode.
 
     \b
     Examples:
@@ -345,6 +363,7 @@ def serve(
         immutable = root != settings.root.resolve()
         holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
-        run(holder, transport=transport, host=host, port=port, token=token)
+        run(holder, transport=transport, host=host, port=port, token=token,
+            allowed_host=allowed_host, allowed_origin=allowed_origin)  # fmt: skip
     finally:
         holder.stop()

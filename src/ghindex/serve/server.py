@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-import ipaddress
+import json
 import logging
 from collections.abc import Callable
 from datetime import date, datetime
@@ -283,38 +283,78 @@ def argument_problem(
     return None
 
 
+# Addresses that are this machine and nothing else: served without a token.
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MIN_TOKEN = 32
+
+
 def check_binding(host: str, token: str | None) -> None:
-    """HTTP beyond loopback needs a bearer token."""
-    if token:
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
+    """HTTP on anything but the loopback addresses needs a bearer token, and a token
+    must be long and plain enough to be one (32+ characters, no whitespace)."""
+    if token is not None and (len(token) < MIN_TOKEN or any(c.isspace() for c in token)):
         raise ConfigError(
-            f"serving HTTP on {host} needs a bearer token: export GHINDEX_MCP_TOKEN, "
-            "or bind to 127.0.0.1"
+            f"GHINDEX_MCP_TOKEN must be at least {MIN_TOKEN} characters with no whitespace "
+            "(for example the output of `openssl rand -hex 32`)"
         )
+    if token or host in LOOPBACK:
+        return
+    raise ConfigError(
+        f"serving HTTP on {host} needs a bearer token: export GHINDEX_MCP_TOKEN, "
+        "or bind to 127.0.0.1"
+    )
 
 
-def bearer_guard(app: Any, token: str) -> Any:
-    """An ASGI wrapper answering 401 to HTTP requests without `Authorization: Bearer <token>`."""
+def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """The Host header values a request may carry: the address served (and, on
+    loopback, the loopback names) with the port, plus what `--allowed-host` adds
+    (a reverse proxy's public name)."""
+    names = list(LOOPBACK) if host in LOOPBACK else [host]
+    if host in ("0.0.0.0", "::"):
+        names = list(LOOPBACK)  # any address: only the names given are trusted beyond these
+    found = []
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        found += [f"{shown}:{port}", shown]
+    return [*found, *extra]
+
+
+def header_guard(app: Any, token: str | None, hosts: list[str], origins: tuple[str, ...]) -> Any:
+    """An ASGI wrapper for HTTP: the Host header must name this server and a browser's
+    Origin must be one of its own (DNS rebinding), and with a token every request must
+    carry `Authorization: Bearer <token>` (any case of `Bearer`, as HTTP allows)."""
     import hmac
 
-    expected = f"Bearer {token}".encode()
+    allowed_origins = {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
+    allowed_origins |= set(origins)
+
+    async def refuse(send, status: int, message: str, extra: list | None = None) -> None:
+        body = json.dumps({"error": message}).encode()
+        headers = [(b"content-type", b"application/json"), *(extra or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            given = headers.get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer")]})  # fmt: skip
-                await send({"type": "http.response.body",
-                            "body": b'{"error": "missing or wrong bearer token"}'})  # fmt: skip
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope.get("headers") or []}  # fmt: skip
+            host = headers.get("host", "")
+            if host not in hosts:
+                await refuse(send, 421, f"this server does not answer to Host {host[:100]!r}: "
+                             "add it with --allowed-host if a proxy forwards it")  # fmt: skip
                 return
+            origin = headers.get("origin")
+            if origin is not None and origin not in allowed_origins:
+                await refuse(send, 403, f"requests from Origin {origin[:100]!r} are refused: "
+                             "add it with --allowed-origin if it is yours")  # fmt: skip
+                return
+            if token is not None:
+                scheme, _, given = headers.get("authorization", "").strip().partition(" ")
+                if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), token.encode()
+                ):
+                    await refuse(send, 401, "missing or wrong bearer token",
+                                 [(b"www-authenticate", b'Bearer realm="ghindex"')])  # fmt: skip
+                    return
         await app(scope, receive, send)
 
     return guarded
@@ -326,15 +366,19 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
+    allowed_host: tuple[str, ...] = (),
+    allowed_origin: tuple[str, ...] = (),
 ) -> None:
     server = create_server(holder)
     if transport == "stdio":
         server.run("stdio")
         return
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
     check_binding(host, token)
-    app = server.streamable_http_app(host=host)
-    if token:
-        app = bearer_guard(app, token)
+    # ghindex's own guard checks Host and Origin on every bind (the SDK's only on loopback)
+    off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = server.streamable_http_app(host=host, transport_security=off)
+    app = header_guard(app, token, allowed_hosts(host, port, allowed_host), allowed_origin)
     uvicorn.run(app, host=host, port=port, log_level="warning")
