@@ -47,16 +47,24 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
     """A sandboxed, read-only connection to a state database."""
     if not state.exists():
         raise StateError(f"no state database at {state}: run `ghindex fetch` or `ghindex pull`")
-    con = duckdb.connect(
-        str(state),
-        read_only=True,
-        config={
-            "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "allow_community_extensions": False,
-        },
-    )
+    try:
+        con = duckdb.connect(
+            str(state),
+            read_only=True,
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "allow_community_extensions": False,
+            },
+        )
+    except duckdb.IOException as exc:
+        if "lock" not in str(exc).lower():
+            raise StateError(f"cannot open {state.name}: {first_line(exc)}") from None
+        raise StateError(
+            "the state database is being written (fetch or build is running): retry in a "
+            "moment, or read a published snapshot"
+        ) from None
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ghindex.errors import GhindexError, first_line
 from ghindex.search import Searcher
+from ghindex.serve.state_copy import StateCopy
 from ghindex.snapshot.local import in_use, live_root
 from ghindex.snapshot.status import age_seconds, created_at
 
@@ -74,7 +75,12 @@ def open_snapshot(path: Path, *, immutable: bool = False) -> Snapshot:
     held.enter_context(in_use(root))
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        searcher = Searcher(root / "lance", hold_state=immutable)
+        if immutable:
+            searcher = Searcher(root / "lance", hold_state=True)
+        else:  # a workdir fetch and build may be writing: answer from a private copy
+            copy = StateCopy(root / "state.duckdb")
+            held.callback(copy.close)
+            searcher = Searcher(root / "lance", state_connection=copy.connection)
     except BaseException:
         held.close()
         raise

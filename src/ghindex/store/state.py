@@ -9,6 +9,7 @@ ghindex does not know was written by a newer ghindex and is refused.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -31,10 +32,7 @@ def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnect
         raise StateError(f"no state database at {path}: run `ghindex fetch` first")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        con = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        raise StateError(f"cannot open {path}: {first_line(exc)}") from None
+    con = _connect(path, read_only)
     con.execute("SET TimeZone = 'UTC'")
     try:
         _migrate(con, path, read_only=read_only)
@@ -42,6 +40,28 @@ def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+# Another process may hold the file for a moment (a server copying it, a reader):
+# wait this long for it before giving up.
+LOCK_WAIT = 60.0
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + LOCK_WAIT
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            locked = "lock" in str(exc).lower()
+            if not locked or time.monotonic() > deadline:
+                holder = " (another process holds it)" if locked else ""
+                raise StateError(
+                    f"cannot open {path}{holder}: {first_line(exc)}; retry when it is free"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 @contextlib.contextmanager
