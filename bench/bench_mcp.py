@@ -271,6 +271,55 @@ async def measure(
     return times
 
 
+HEAVY_SQL = "SELECT a.range * b.range AS x FROM range(300000) a, range(30000) b ORDER BY x DESC"
+RUNAWAY_SQL = "SELECT count(*) FROM range(1000000000000)"
+
+
+async def contention(url: str, queries: list[str], pid: int) -> dict[str, object]:
+    """Cheap searches from one client, idle and while a second client runs heavy SQL
+    capped by the time limit; the server's peak memory meanwhile; and how long past
+    the limit a runaway statement takes to be interrupted."""
+
+    async def searches(client) -> list[float]:
+        latencies = []
+        for query in queries:
+            started = time.perf_counter()
+            result = await client.call_tool("search", {"query": query, "top_k": 10})
+            if result.is_error:
+                raise SystemExit(result.content[0].text)
+            latencies.append(1000 * (time.perf_counter() - started))
+        return latencies
+
+    async with mcp.Client(url) as cheap, mcp.Client(url) as heavy:
+        idle = await searches(cheap)
+        stop = asyncio.Event()
+        heavy_answers: list[float] = []
+
+        async def load() -> None:
+            while not stop.is_set():
+                started = time.perf_counter()
+                await heavy.call_tool("sql", {"query": HEAVY_SQL})
+                heavy_answers.append(time.perf_counter() - started)
+
+        loader = asyncio.create_task(load())
+        await asyncio.sleep(0.5)  # the first heavy statement is running
+        loaded = await searches(cheap)
+        stop.set()
+        await loader
+        peak = rss_mb(pid)[1]
+        started = time.perf_counter()
+        runaway = await heavy.call_tool("sql", {"query": RUNAWAY_SQL})
+        interrupted = time.perf_counter() - started
+    return {
+        "idle": idle,
+        "loaded": loaded,
+        "heavy_calls": len(heavy_answers),
+        "peak_rss_mb": peak,
+        "runaway_s": interrupted,
+        "runaway_answer": runaway.content[0].text[:120],
+    }
+
+
 def ms(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
@@ -316,7 +365,8 @@ def main() -> None:
 
             times = asyncio.run(measure(url, root, table, args.queries, args.warmup, warmed))
             memory["after the run"] = rss_mb(process.pid)
-            results.append((size, indexed, times, memory))
+            load = asyncio.run(contention(url, queries[: args.queries], process.pid))
+            results.append((size, indexed, times, memory, load))
         finally:
             if process is not None:
                 process.terminate()
@@ -326,16 +376,30 @@ def main() -> None:
     print(f"\n{args.queries} queries per case, k = 10, latency in ms (p50 / p95)\n")
     print("| chunks | tool | direct | in-process MCP | HTTP MCP | HTTP over direct (p50) |")
     print("|---:|---|---:|---:|---:|---:|")
-    for size, _indexed, times, _memory in results:
+    for size, _indexed, times, _memory, _load in results:
         for name, by_way in times.items():
             cells = [f"{ms(v, 50):.1f} / {ms(v, 95):.1f}" for v in by_way.values()]
             extra = ms(by_way["HTTP MCP"], 50) - ms(by_way["direct"], 50)
             print(f"| {size:,} | {name} | {' | '.join(cells)} | {extra:+.1f} |")
     print("\n| chunks | server RSS MB: after start | after warm-up | after the run | peak |")
     print("|---:|---:|---:|---:|---:|")
-    for size, _indexed, _times, memory in results:
+    for size, _indexed, _times, memory, _load in results:
         rss = [f"{memory[k][0]:.0f}" for k in ("after start", "after warm-up", "after the run")]
         print(f"| {size:,} | {' | '.join(rss)} | {memory['after the run'][1]:.0f} |")
+    print("\nA cheap `search` from one client, idle and while a second client runs heavy SQL")
+    print(f"(`{HEAVY_SQL}`, stopped by the 10 s limit), in ms (p50 / p95):\n")
+    print(
+        "| chunks | idle | under heavy SQL | p95 ratio | heavy calls | server peak RSS MB "
+        "| runaway SQL answered after |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for size, _indexed, _times, _memory, load in results:
+        idle, loaded = load["idle"], load["loaded"]
+        print(f"| {size:,} | {ms(idle, 50):.1f} / {ms(idle, 95):.1f} "
+              f"| {ms(loaded, 50):.1f} / {ms(loaded, 95):.1f} "
+              f"| {ms(loaded, 95) / ms(idle, 95):.2f} | {load['heavy_calls']} "
+              f"| {load['peak_rss_mb']:.0f} | {load['runaway_s']:.2f} s |")  # fmt: skip
+        print(f"\nrunaway answer ({size:,}): {load['runaway_answer']}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Read-only SQL over a snapshot's state database: `ghindex sql` and the MCP `sql` tool.
 
 The connection is opened read-only with external access, extension installing and
-loading turned off, a memory limit (`GHINDEX_SQL_MEMORY_MB`, default 512) and the
-configuration locked, so a statement can read the state and nothing else: no files,
-no network, no writes, and not the machine's memory. One statement per call. The
-answer is cut at a row limit and at `GHINDEX_SQL_MAX_BYTES` (default 1,000,000) of
-JSON, with `truncated` and the reason; a time limit covers execution and reading the
-rows, enforced by interrupting the query, and rows read by then are the answer.
+loading turned off, a memory limit (`GHINDEX_SQL_MEMORY_MB`, default 512), one thread
+(`GHINDEX_SQL_THREADS`) and the configuration locked, so a statement can read the
+state and nothing else: no files, no network, no writes, and not the machine's memory
+or every core. One statement per call. The answer is cut at a row limit and at
+`GHINDEX_SQL_MAX_BYTES` (default 1,000,000) of JSON, with `truncated` and the reason; a
+time limit covers execution and reading the rows, enforced by interrupting the query,
+and rows read by then are the answer.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
         con.execute(f"SET memory_limit = '{_setting('GHINDEX_SQL_MEMORY_MB', MEMORY_MB)}MB'")
         con.execute("SET enable_progress_bar = false")
+        # one core for SQL, the rest for everything else a server answers meanwhile
+        con.execute(f"SET threads = {_setting('GHINDEX_SQL_THREADS', 1)}")
         con.execute("SET lock_configuration = true")
     return con
 
