@@ -826,6 +826,31 @@ def test_a_streamable_http_session(http_servers):
     assert "Traceback" not in server["stderr"].read_text()
 
 
+def test_a_heavy_call_leaves_other_clients_answered(http_servers):
+    # One client runs SQL that only the time limit stops; a second keeps calling.
+    server = http_servers["open"]
+    heavy = "SELECT a.range * b.range AS x FROM range(300000) a, range(30000) b ORDER BY x DESC"
+
+    async def both():
+        async with mcp.Client(server["url"]) as slow, mcp.Client(server["url"]) as quick:
+            runaway = asyncio.create_task(slow.call_tool("sql", {"query": heavy}))
+            await asyncio.sleep(0.3)
+            answers = []
+            cheap = {"query": "crash on startup", "mode": "sparse", "top_k": 1}
+            while not runaway.done():
+                answers.append(await quick.call_tool("search", cheap))
+                answers.append(await quick.call_tool("sql", {"query": "SELECT 1"}))
+            return await runaway, answers
+
+    stopped, answers = asyncio.run(both())
+
+    assert stopped.is_error
+    assert stopped.content[0].text == (
+        "Error executing tool sql: query: stopped after the 10 s time limit; narrow it down"
+    )
+    assert len(answers) >= 4 and not any(a.is_error for a in answers)
+
+
 @pytest.mark.parametrize(
     ("mode", "negotiated"), [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")]
 )
