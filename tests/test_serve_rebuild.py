@@ -99,3 +99,33 @@ def test_a_server_with_no_copy_yet_says_the_workdir_is_being_rebuilt(tmp_path):
         "Error executing tool sql: the workdir is being rebuilt (fetch or build holds its "
         "state): retry in a moment, or serve a published snapshot"
     )
+
+
+def test_a_rebuild_of_the_served_workdir_is_answered_from_next(tmp_path):
+    from github_server import issue_node
+    from state import settings_for, store_issues
+
+    from ghindex.build import build
+
+    workdir = built_workdir(tmp_path / "work", 4)
+    holder = SnapshotHolder(current=open_snapshot(workdir))
+    server = create_server(holder)
+
+    async def ask():
+        async with mcp.Client(server) as client:
+            found = await client.call_tool(
+                "search", {"query": "zeppelin mooring mast", "mode": "sparse", "top_k": 1}
+            )
+            return found.structured_content
+
+    before = asyncio.run(ask())
+    settings = settings_for(workdir)
+    store_issues(settings, [issue_node(50, title="Zeppelin mooring mast", body="A new one.")])
+    build(settings)
+    after = asyncio.run(ask())
+    holder.current.searcher.close()
+    holder.current.held.close()
+
+    assert [r["handle"] for r in before["results"]] != ["octo/hello#50"]
+    assert [r["handle"] for r in after["results"]] == ["octo/hello#50"]
+    assert after["snapshot_id"] != before["snapshot_id"]

@@ -42,6 +42,13 @@ class Snapshot:
     users: int = 0
     retired: bool = False
     held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    # a workdir that `build` may rewrite: where it is, and its manifest's stamp when opened
+    source: Path | None = None
+    stamp: tuple[int, int] | None = None
+
+    def rebuilt(self) -> bool:
+        """Whether a workdir served here has a newer build than the one opened."""
+        return self.source is not None and _stamp(self.root / "manifest.json") != self.stamp
 
     @property
     def snapshot_id(self) -> str | None:
@@ -84,7 +91,17 @@ def open_snapshot(path: Path, *, immutable: bool = False) -> Snapshot:
     except BaseException:
         held.close()
         raise
-    return Snapshot(root, manifest, searcher, held=held)
+    stamp = None if immutable else _stamp(manifest_path)
+    return Snapshot(root, manifest, searcher, held=held,
+                    source=None if immutable else path, stamp=stamp)  # fmt: skip
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 @dataclass
@@ -107,11 +124,13 @@ class SnapshotHolder:
     interval: float = 300.0
     sync: SyncState = field(default_factory=SyncState)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _reopening: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     @contextlib.contextmanager
     def use(self) -> Iterator[Snapshot]:
+        self._follow_rebuilds()
         with self._lock:
             snapshot = self.current
             if snapshot is None:
@@ -125,6 +144,23 @@ class SnapshotHolder:
                 done = snapshot.retired and snapshot.users == 0
             if done:
                 self._remove(snapshot)
+
+    def _follow_rebuilds(self) -> None:
+        """A served workdir that `build` finished again is reopened (its new index and
+        manifest); calls already running finish on the old one. A build still under way
+        (no manifest yet, an index being written) leaves the current one in place."""
+        current = self.current
+        if current is None or not current.rebuilt():
+            return
+        with self._reopening:
+            if self.current is not current:
+                return  # another call reopened it meanwhile
+            try:
+                fresh = open_snapshot(current.source)
+            except Exception as exc:  # mid-build: answer from what is open
+                log.info("workdir not reopened yet: %s", first_line(exc))
+                return
+            self.replace(fresh)
 
     def replace(self, snapshot: Snapshot) -> None:
         """Make `snapshot` the current one; retire the previous one."""
