@@ -25,6 +25,7 @@ from ghindex.fetch.client import (
     error_type,
     permission_hint,
 )
+from ghindex.fetch.graphql import LIGHT
 from ghindex.fetch.nested import ItemGone, ItemUnreadable, complete, hidden_only
 
 Node = dict[str, Any]
@@ -285,9 +286,6 @@ def _page(client: GraphQLClient, answer: Answer, query: str) -> Page:
     return page
 
 
-_ID_QUERIES = {"issue_ids", "pull_request_ids", "discussion_ids"}
-
-
 def _page_ids(
     client: GraphQLClient, answer: Answer, query: str, nodes: list[Node | None]
 ) -> dict[int, Node]:
@@ -296,7 +294,7 @@ def _page_ids(
     otherwise the page changed in between, and the page fails (a rerun reads it again)."""
     light = f"{query.removesuffix('s')}_ids"
     field = SURFACES[query][1]
-    data = client.execute(light, answer.variables) if light in _ID_QUERIES else {}
+    data = client.execute(light, answer.variables) if light in LIGHT else {}
     named = ((data.get("repository") or {}).get(field) or {}).get("nodes")
     same = (
         isinstance(named, list)
