@@ -1,7 +1,8 @@
 """The MCP server through real MCP client sessions from the mcp SDK: in-process on a
 small built snapshot, over stdio against a `ghindex serve` subprocess, and over
-streamable HTTP on 127.0.0.1 (with and without a bearer token). The tool surface is
-compared with a checked-in snapshot, and snapshots are swapped while clients query."""
+streamable HTTP on 127.0.0.1 (with and without a bearer token), 127.0.0.2 and 0.0.0.0.
+The tool surface is compared with a checked-in snapshot, and snapshots are swapped
+while clients query."""
 
 from __future__ import annotations
 
@@ -749,8 +750,9 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def http_servers(snapshot_dir, tmp_path_factory):
-    """Two `ghindex serve --transport http` processes on 127.0.0.1: without a token and
-    with GHINDEX_MCP_TOKEN. Started together; their stderr goes to files."""
+    """`ghindex serve --transport http` processes: on 127.0.0.1 without a token and with
+    GHINDEX_MCP_TOKEN, on 127.0.0.2 and on 0.0.0.0 with it (reached over loopback only).
+    Started together; their stderr goes to files."""
     home = tmp_path_factory.mktemp("http")
     env = {
         k: v
@@ -763,6 +765,7 @@ def http_servers(snapshot_dir, tmp_path_factory):
         ("open", "127.0.0.1", None),
         ("token", "127.0.0.1", TOKEN),
         ("other loopback", "127.0.0.2", TOKEN),
+        ("any address", "0.0.0.0", TOKEN),  # reached on 127.0.0.1 only
     ):
         port = free_port()
         errlog = open(home / f"{name}.stderr", "w")  # noqa: SIM115 (closed below)
@@ -777,8 +780,9 @@ def http_servers(snapshot_dir, tmp_path_factory):
             stderr=errlog,
             cwd=home,
         )
+        reach = "127.0.0.1" if host == "0.0.0.0" else host
         servers[name] = {
-            "url": f"http://{host}:{port}/mcp",
+            "url": f"http://{reach}:{port}/mcp",
             "token": token,
             "process": process,
             "errlog": errlog,
@@ -952,7 +956,7 @@ def test_a_weak_token_refuses_to_start(run, monkeypatch, token):
     )
 
 
-@pytest.mark.parametrize("name", ["open", "other loopback"])
+@pytest.mark.parametrize("name", ["open", "other loopback", "any address"])
 def test_dns_rebinding_is_refused_on_every_bind(http_servers, name):
     server = http_servers[name]
     own = server["url"].split("/")[2]
