@@ -69,10 +69,12 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-        con.execute(f"SET memory_limit = '{_setting('GHINDEX_SQL_MEMORY_MB', MEMORY_MB)}MB'")
+        memory = _setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
+        threads = _setting("GHINDEX_SQL_THREADS", 1)
+        con.execute(f"SET memory_limit = '{memory}MB'")
         con.execute("SET enable_progress_bar = false")
         # one core for SQL, the rest for everything else a server answers meanwhile
-        con.execute(f"SET threads = {_setting('GHINDEX_SQL_THREADS', 1)}")
+        con.execute(f"SET threads = {threads}")
         con.execute("SET lock_configuration = true")
     return con
 
