@@ -57,6 +57,11 @@ ORDINARY = [
     "auth = httpx.BasicAuth(username='user', password='password123')",
     "proxy = 'socks5://user:pass@host:port'",
     "uuid 123e4567-e89b-12d3-a456-426614174000 and version 1.2.3",
+    '"author": "octocat2", author_id=12345678a',
+    "tokenizer: cl100k_base",
+    "token_url: https://oauth2.googleapis.com/token",
+    "pwd: /home/user2/projects and private_key_path = ~/.ssh/id_rsa2",
+    "passwordless: webauthn2, authentication: kubernetes2",
 ]
 
 

@@ -58,8 +58,6 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "commit_files": ("patch",),
 }
 
-_NAME = r"[A-Za-z0-9_.-]*"
-_VALUE = r"[^\s\"'`,;#<>(){}\[\]]"
 # Values that are examples, not credentials: `password="password123"`,
 # `https://user:pass@host`, `secret: xxxxxxxx`. Checked for assigned values and URL
 # passwords, whose formats say nothing else about them.
@@ -68,25 +66,19 @@ _PLACEHOLDERS = re.compile(
     r"|your|xxx|\*\*\*"
     r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<"
 )
-_SECRET_WORD = (
-    r"(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|client[_-]?secret|auth|credentials?)"
+
+# Key blocks are found by `_key_blocks` (linear time, whatever the text), the rest by
+# patterns.
+_KEY_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+# Without an END (cut off, or split from it): the key's own lines, and no further.
+_KEY_LINES = re.compile(
+    r"(?:(?:\\n|\r?\n)[ \t]*(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*))*"
 )
+_KEY_SPAN = 64_000  # far longer than any key block: an END further on is another's
 
 # (kind, pattern, group): `group` names the part to replace (0: the whole match).
 _OWN_RULES: list[tuple[str, re.Pattern[str], int]] = [
-    (
-        "private-key",
-        re.compile(
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-            r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-            # no END (cut off, or split from it): the key's own lines, and no further
-            r"|(?:(?:\\n|\r?\n)[ \t]*(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info|Comment):"
-            r"[^\n\\]*))*)",
-            re.S,
-        ),
-        0,
-    ),
     (
         "github-token",
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
@@ -118,20 +110,22 @@ _OWN_RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("stripe-key", re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
     ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
-    (
-        # NAME_WITH_SECRET_WORD = value / "name": "value" / name: value, the value only.
-        # A value must look generated (letters and digits, 8+) to count: prose such as
-        # `password: required` or `token = settings.TOKEN` is left alone.
-        "secret",
-        re.compile(
-            rf"(?i)(?<![A-Za-z0-9]){_NAME}{_SECRET_WORD}{_NAME}[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
-            rf"[\"']?(?!\[redacted:)((?={_VALUE}*\d)(?={_VALUE}*[A-Za-z]){_VALUE}{{8,}})"
-            # a value, not code: `password=self.cert[2]`, `token = b64encode(x)` are left
-            r"(?![(\[.\w])"
-        ),
-        1,
-    ),
 ]
+
+# NAME = value / "name": "value" / name: value, where the name says it is secret: the
+# name is matched whole and bounded (no backtracking over long runs of name
+# characters), then checked for a secret word in Python; the value only is replaced.
+# A value must look generated (letters and digits, 8+) to count: prose such as
+# `password: required`, code (`token = settings.TOKEN`), paths and plain URLs are left.
+_ASSIGNED = re.compile(  # a lookahead, so that `used: DB_PASSWORD=…` is seen at both names
+    r"(?<![A-Za-z0-9_.-])(?=([A-Za-z0-9_.-]{1,64})[\"']?[ \t]*(?::=|=>|[:=])[ \t]*[\"']?"
+    r"(?!\[redacted:)([^\s\"'`,;#<>(){}\[\]]{8,200})(?![(\[.\w]))"
+)
+_SECRET_NAME = re.compile(
+    r"(?i)(?:^|[_.-])(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|auth|credentials?)(?:$|[_.-])"
+)
+_NOT_A_VALUE = re.compile(r"^(?:[~./]|[a-z][a-z0-9+.-]*://(?![^/@]+@))", re.I)
 
 # detect-secrets plugins used, with the kind each marks.
 _LIBRARY_KINDS = {
@@ -179,12 +173,23 @@ def enabled() -> bool:
 
 def find(text: str) -> list[tuple[int, int, str]]:
     """Every secret-looking span of `text` as (start, end, kind), merged, in order."""
-    spans: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int, str]] = _key_blocks(text)
     for kind, pattern, group in _OWN_RULES:
         for match in pattern.finditer(text):
             start, end = match.span(group)
-            if end > start and not (kind == "secret" and _PLACEHOLDERS.search(text[start:end])):
+            if end > start:
                 spans.append((start, end, kind))
+    for match in _ASSIGNED.finditer(text):
+        name, value = match.group(1), match.group(2)
+        words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)  # accessToken: access_Token
+        if (
+            _SECRET_NAME.search(words)
+            and re.search(r"\d", value)
+            and re.search(r"[A-Za-z]", value)
+            and not _NOT_A_VALUE.search(value)
+            and not _PLACEHOLDERS.search(value)
+        ):
+            spans.append((*match.span(2), "secret"))
     for kind, detector in _library():
         valid = set(detector.analyze_string(text))
         if not valid:
@@ -228,6 +233,31 @@ def scrub_rows(table: str, rows: Sequence[dict[str, Any]]) -> Sequence[dict[str,
         changed = {c: redact(row[c]) for c in columns if isinstance(row.get(c), str)}
         scrubbed.append({**row, **changed} if changed else row)
     return scrubbed
+
+
+def _key_blocks(text: str) -> list[tuple[int, int, str]]:
+    """Private-key blocks, BEGIN to END (or to the end of the key's lines), found in
+    one pass: each END is searched for once, however many BEGINs there are."""
+    blocks: list[tuple[int, int, str]] = []
+    end: re.Match[str] | None = None
+    no_end_after = len(text) + 1  # no END anywhere from here on: never searched again
+    covered = 0
+    for begin in _KEY_BEGIN.finditer(text):
+        if begin.start() < covered:
+            continue
+        if end is not None and end.start() < begin.end():
+            end = None
+        if end is None and begin.end() < no_end_after:
+            end = _KEY_END.search(text, begin.end())
+            if end is None:
+                no_end_after = begin.end()
+        if end is not None and end.start() - begin.end() <= _KEY_SPAN:
+            stop = end.end()
+        else:
+            stop = _KEY_LINES.match(text, begin.end()).end()
+        blocks.append((begin.start(), stop, "private-key"))
+        covered = stop
+    return blocks
 
 
 @cache
