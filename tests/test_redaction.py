@@ -262,6 +262,8 @@ def test_redact_false_keeps_raw_text_and_switching_back_redacts_in_place(
     assert switched.exit_code == 0, switched.output
     assert "warning: redacting the stored github text" in switched.stderr
     assert rows(workdir, "SELECT body FROM issues") == [("token [redacted:github-token]",)]
+    # the old value is not left in the file's freed blocks either
+    assert token.encode() not in (workdir / "state.duckdb").read_bytes()
 
 
 def test_turning_redaction_off_reads_everything_again(github, workdir, run, isolated):

@@ -97,6 +97,7 @@ def build(
     try:
         with transaction(con):
             reread, note = redaction.prepare(con, "git", settings.redact)
+        con = redaction.compact_if_needed(settings.state_path, con)
         notes = [note] if note else []
         if reread and not git:
             notes.append("the stored git text stays redacted until a build with --git or "

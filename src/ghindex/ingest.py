@@ -211,6 +211,7 @@ def fetch(
     try:
         with transaction(con):
             reread, note = redaction.prepare(con, "github", redacted)
+        con = redaction.compact_if_needed(state_path, con)
         if note:
             report.notes.append(note)
             say(note)

@@ -49,7 +49,11 @@ def merge(
         if shard.resolve() == target.resolve():
             raise StateError(f"{shard} is the target workdir itself")
     con = open_state(target / "state.duckdb")
-    seen: dict[str, set[str | None]] = {source: set() for source in redaction.SOURCES}
+    # what the target's own rows went through counts too (it may hold raw text)
+    seen: dict[str, set[str | None]] = {
+        source: {redaction.stored(con, source)} if redaction.has_rows(con, source) else set()
+        for source in redaction.SOURCES
+    }
     try:
         # every table of the schema has a primary key: a shard's row replaces the one
         # with the same key, so a repository in two shards ends up once
@@ -82,6 +86,7 @@ def merge(
                 if len(values) > 1:  # shards disagree: treat the merged text as unknown
                     redaction.forget(con, source)
                 report.notes += [n for n in [redaction.prepare(con, source, redacted)[1]] if n]
+        con = redaction.compact_if_needed(target / "state.duckdb", con)
     finally:
         con.close()
     report.vectors = _merge_caches(target, shards, model)

@@ -15,11 +15,14 @@ run compares it with what the settings ask for:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 
 from ghindex import redact
 from ghindex.store.rows import now
+from ghindex.store.state import compact, open_state
 
 # Which tables each writer fills.
 SOURCES = {
@@ -78,27 +81,50 @@ def _index_value(con: duckdb.DuckDBPyConnection) -> str:
 def prepare(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> tuple[bool, str]:
     """Bring the stored text of `source` in line with `enabled`. Returns whether
     everything must be read again from the source (raw text wanted, redacted text
-    stored) and what was done, for the user ('' when nothing)."""
+    stored) and what was done, for the user ('' when nothing). After text was redacted
+    in place, the caller compacts the file (`store.state.compact`) once it is closed:
+    `needs_compacting` says so."""
     before = stored(con, source)
     if before == wanted(enabled):
         return False, ""
     if not enabled:
-        if before is None or not _has_rows(con, source):  # older state: its text is raw
+        if before is None or not has_rows(con, source):  # older state: its text is raw
             record(con, source, enabled)
             return False, ""
         return True, (
             f"redact = false: the stored {source} text was redacted; reading it all again "
             "to store it raw"
         )
-    if not _has_rows(con, source):
+    if not has_rows(con, source):
         record(con, source, enabled)
         return False, ""
     changed = redact_in_place(con, SOURCES[source])
     record(con, source, enabled)
+    if changed:
+        con.execute(
+            "INSERT OR REPLACE INTO ghindex_meta (key, value, updated_at) VALUES (?, ?, ?)",
+            ["compact", "needed", now()],
+        )
     return False, (
         f"redacting the stored {source} text for redaction rules v{redact.RULES_VERSION}: "
         f"{changed} rows changed"
     )
+
+
+def needs_compacting(con: duckdb.DuckDBPyConnection) -> bool:
+    return con.execute("SELECT 1 FROM ghindex_meta WHERE key = 'compact'").fetchone() is not None
+
+
+def compact_if_needed(path: Path, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """After text was redacted in place: close `con`, rewrite the file without the old
+    values, and return a new connection (the same `con` when nothing was needed)."""
+    if not needs_compacting(con):
+        return con
+    con.close()
+    compact(path)
+    con = open_state(path)
+    con.execute("DELETE FROM ghindex_meta WHERE key = 'compact'")
+    return con
 
 
 def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
@@ -139,7 +165,7 @@ def stored_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def _has_rows(con: duckdb.DuckDBPyConnection, source: str) -> bool:
+def has_rows(con: duckdb.DuckDBPyConnection, source: str) -> bool:
     return any(
         con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in SOURCES[source]
     )

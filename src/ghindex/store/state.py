@@ -64,6 +64,28 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             delay = min(delay * 2, 1.0)
 
 
+def compact(path: Path) -> None:
+    """Rewrite the database file with only its live rows. DuckDB leaves the old values
+    of updated rows in freed blocks of the file: after text was redacted in place, they
+    are raw secrets, so the file is copied whole into a new one that replaces it."""
+    fresh = path.with_name(path.name + ".compact")
+    fresh.unlink(missing_ok=True)
+    con = _connect(path, read_only=False)
+    try:
+        con.execute(f"ATTACH '{_quoted(fresh)}' AS compacted")
+        (name,) = con.execute("SELECT current_database()").fetchone()
+        con.execute(f'COPY FROM DATABASE "{name}" TO compacted')
+        con.execute("DETACH compacted")
+    finally:
+        con.close()
+    fresh.replace(path)
+    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
 @contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """Everything inside commits together or not at all."""
