@@ -83,6 +83,26 @@ def false_alarms(name: str) -> tuple[int, list[tuple[str, str, str]]]:
     return len(docs), hits
 
 
+ADVERSARIAL = {
+    "20 KB of dashes": "-" * 20_000,
+    "64 KB of `x_password_x`": "x_password_x" * 5_400,
+    "100 KB of base64url": "aB3-_Zq9" * 12_500,
+    "800 KB of BEGIN lines, no END": "-----BEGIN RSA PRIVATE KEY-----\n" * 25_000,
+    "900 KB of `password=`": "password=" * 100_000,
+    "1 MB of one base64 run": "A" * 1_000_000,
+}
+
+
+def adversarial() -> list[tuple[str, float]]:
+    """Seconds `redact()` takes on text written to make regular expressions backtrack."""
+    rows = []
+    for name, text in ADVERSARIAL.items():
+        started = time.perf_counter()
+        redact(text)
+        rows.append((name, time.perf_counter() - started))
+    return rows
+
+
 def throughput(rounds: int, sample: int) -> dict[str, float]:
     docs = [text_of(d) for d in documents("httpx-changelog")]
     timings = []
@@ -142,6 +162,11 @@ def main() -> None:
         for doc, kind, context in hits:
             print(f"- {doc} `{kind}`: {context}")
         print()
+
+    print("| hostile text | seconds |\n|---|---:|")
+    for name, seconds in adversarial():
+        print(f"| {name} | {seconds:.2f} |")
+    print()
 
     cost = throughput(args.rounds, args.embed_sample)
     print("| redact docs/s | chunk+embed docs/s | share of a build's time per document |")

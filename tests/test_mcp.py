@@ -977,6 +977,11 @@ def test_dns_rebinding_is_refused_on_every_bind(http_servers, name):
     assert foreign.status_code == 403
     assert foreign.json()["error"].startswith("requests from Origin 'http://evil.example'")
     assert own_origin.status_code not in (401, 403, 421)
+    portless = httpx2.post(server["url"], json=body,
+                           headers={**headers, "Origin": "http://localhost"})  # fmt: skip
+    shouting = httpx2.post(server["url"], json=body, headers={**headers, "Host": own.upper()})
+    assert portless.status_code == 403  # a page on another local port is not this server
+    assert shouting.status_code not in (401, 403, 421)  # host names ignore case
 
 
 # --------------------------------------------------------------------------- snapshot swaps

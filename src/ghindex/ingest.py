@@ -228,8 +228,16 @@ def fetch(
             _finish(con, report, client, started, "failed", error)
             raise
         report.redactions = dict(counts)
-        with transaction(con):
-            redaction.record(con, "github", redacted)
+        stored = {r for (r,) in con.execute("SELECT repo FROM repos").fetchall()}
+        unread = sorted(stored - {r.repo for r in report.repos}) if reread else []
+        if unread:  # raw text wanted, but these still hold redacted text: say so, keep trying
+            report.notes.append(
+                f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} still hold "
+                "redacted text: fetch them too (or all at once) to store their raw text"
+            )
+        else:
+            with transaction(con):
+                redaction.record(con, "github", redacted)
         _finish(con, report, client, started, report.status, None)
     finally:
         con.close()

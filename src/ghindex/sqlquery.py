@@ -170,6 +170,8 @@ def _hider(path: str | None):
             return value.replace(path, name).replace(folder, ".")
         if isinstance(value, list):
             return [hide(v) for v in value]
+        if isinstance(value, dict):
+            return {k: hide(v) for k, v in value.items()}
         return value
 
     return hide
@@ -184,24 +186,42 @@ def _execute(
         inner = statement.query.strip().rstrip(";")
         try:
             return con.execute(f"SELECT * FROM (\n{inner}\n) LIMIT {max_rows + 1}")
-        except duckdb.ParserException:
-            pass  # a trailing comment or the like: run it as written
+        except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException):
+            pass  # run as written: a trailing comment, or an error to report as the user wrote it
     return con.execute(query)
 
 
 def _fit(row: list[Any], used: int, limit: int) -> tuple[list[Any], int]:
-    """`row` and the bytes used after it; text cut so that the answer stays in `limit`."""
-    size = len(json.dumps(row, default=str))
+    """`row` and the bytes of JSON used after it; a value that would pass `limit` is cut
+    (a list or struct becomes the start of its JSON text), so the answer stays in it."""
+    size = _json_size(row)
     if used + size <= limit:
         return row, used + size
     room = max(limit - used, 0)
     fitted = []
     for value in row:
-        if isinstance(value, str) and len(value) > room:
-            value = value[:room] + "…"
-        room = max(room - len(json.dumps(value, default=str)), 0)
+        if _json_size(value) > room:
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            value = _cut(text, room)
+        room = max(room - _json_size(value), 0)
         fitted.append(value)
     return fitted, limit
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, default=str))  # ASCII-escaped: bytes as sent, at most
+
+
+def _cut(text: str, room: int) -> str:
+    """The longest start of `text` whose JSON (with the mark of the cut) fits `room`."""
+    low, high = 0, min(len(text), room)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _json_size(text[:middle] + "…") <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + "…"
 
 
 def _sql_error(exc: duckdb.Error, query: str) -> str:

@@ -45,6 +45,7 @@ class Snapshot:
     # a workdir that `build` may rewrite: where it is, and its manifest's stamp when opened
     source: Path | None = None
     stamp: tuple[int, int] | None = None
+    copy: StateCopy | None = None  # the workdir's state copy, shared with its reopenings
 
     def rebuilt(self) -> bool:
         """Whether a workdir served here has a newer build than the one opened."""
@@ -70,12 +71,15 @@ class Snapshot:
         return self.root / "state.duckdb"
 
 
-def open_snapshot(path: Path, *, immutable: bool = False) -> Snapshot:
+def open_snapshot(
+    path: Path, *, immutable: bool = False, copy: StateCopy | None = None
+) -> Snapshot:
     """Open a snapshot directory (its current version, marked in use until closed).
     `immutable`: nothing will write to it while it is served (a pulled snapshot, not a
     workdir), so its state stays open between requests."""
     root = live_root(path)
     manifest_path = root / "manifest.json"
+    stamp = None if immutable else _stamp(manifest_path)  # before reading: a build may land
     if not manifest_path.exists():
         raise NoSnapshot(f"no snapshot in {path}: run `ghindex build` or `ghindex pull` first")
     held = contextlib.ExitStack()
@@ -85,15 +89,16 @@ def open_snapshot(path: Path, *, immutable: bool = False) -> Snapshot:
         if immutable:
             searcher = Searcher(root / "lance", hold_state=True)
         else:  # a workdir fetch and build may be writing: answer from a private copy
-            copy = StateCopy(root / "state.duckdb")
-            held.callback(copy.close)
+            copy = copy or StateCopy(root / "state.duckdb")
+            copy.acquire()
+            held.callback(copy.release)
             searcher = Searcher(root / "lance", state_connection=copy.connection)
     except BaseException:
         held.close()
         raise
-    stamp = None if immutable else _stamp(manifest_path)
-    return Snapshot(root, manifest, searcher, held=held,
-                    source=None if immutable else path, stamp=stamp)  # fmt: skip
+
+    return Snapshot(root, manifest, searcher, held=held, source=None if immutable else path,
+                    stamp=stamp, copy=None if immutable else copy)  # fmt: skip
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -130,7 +135,7 @@ class SnapshotHolder:
 
     @contextlib.contextmanager
     def use(self) -> Iterator[Snapshot]:
-        self._follow_rebuilds()
+        self.follow_rebuilds()
         with self._lock:
             snapshot = self.current
             if snapshot is None:
@@ -145,7 +150,7 @@ class SnapshotHolder:
             if done:
                 self._remove(snapshot)
 
-    def _follow_rebuilds(self) -> None:
+    def follow_rebuilds(self) -> None:
         """A served workdir that `build` finished again is reopened (its new index and
         manifest); calls already running finish on the old one. A build still under way
         (no manifest yet, an index being written) leaves the current one in place."""
@@ -156,7 +161,7 @@ class SnapshotHolder:
             if self.current is not current:
                 return  # another call reopened it meanwhile
             try:
-                fresh = open_snapshot(current.source)
+                fresh = open_snapshot(current.source, copy=current.copy)
             except Exception as exc:  # mid-build: answer from what is open
                 log.info("workdir not reopened yet: %s", first_line(exc))
                 return
@@ -209,9 +214,14 @@ class SnapshotHolder:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop syncing and let go of the current snapshot (and a workdir's state copy)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        with self._lock:
+            current, self.current = self.current, None
+        if current is not None:
+            self._remove(current)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

@@ -291,7 +291,9 @@ MIN_TOKEN = 32
 def check_binding(host: str, token: str | None) -> None:
     """HTTP on anything but the loopback addresses needs a bearer token, and a token
     must be long and plain enough to be one (32+ characters, no whitespace)."""
-    if token is not None and (len(token) < MIN_TOKEN or any(c.isspace() for c in token)):
+    if token is not None and (
+        len(token) < MIN_TOKEN or not token.isascii() or any(c.isspace() for c in token)
+    ):
         raise ConfigError(
             f"GHINDEX_MCP_TOKEN must be at least {MIN_TOKEN} characters with no whitespace "
             "(for example the output of `openssl rand -hex 32`)"
@@ -318,18 +320,30 @@ def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> list[str
     return [*found, *extra]
 
 
-def header_guard(app: Any, token: str | None, hosts: list[str], origins: tuple[str, ...]) -> Any:
+def header_guard(
+    app: Any,
+    token: str | None,
+    hosts: list[str],
+    origins: tuple[str, ...],
+    extra: tuple[str, ...] = (),
+) -> Any:
     """An ASGI wrapper for HTTP: the Host header must name this server and a browser's
     Origin must be one of its own (DNS rebinding), and with a token every request must
     carry `Authorization: Bearer <token>` (any case of `Bearer`, as HTTP allows)."""
     import hmac
 
-    allowed_origins = {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
+    hosts = [h.lower() for h in hosts]
+    # a page's Origin carries its port: only this server's own host:port (or a name given
+    # with --allowed-host, which a proxy serves on its default port) is its own
+    ported = [h for h in hosts if h.rsplit(":", 1)[-1].isdigit() and not h.endswith("]")]
+    allowed_origins = {f"{scheme}://{h}" for h in ported for scheme in ("http", "https")}
+    named = [h.lower() for h in extra]
+    allowed_origins |= {f"{scheme}://{h}" for h in named for scheme in ("http", "https")}
     allowed_origins |= set(origins)
 
-    async def refuse(send, status: int, message: str, extra: list | None = None) -> None:
+    async def refuse(send, status: int, message: str, more: list | None = None) -> None:
         body = json.dumps({"error": message}).encode()
-        headers = [(b"content-type", b"application/json"), *(extra or [])]
+        headers = [(b"content-type", b"application/json"), *(more or [])]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
@@ -338,7 +352,7 @@ def header_guard(app: Any, token: str | None, hosts: list[str], origins: tuple[s
             headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                        for k, v in scope.get("headers") or []}  # fmt: skip
             host = headers.get("host", "")
-            if host not in hosts:
+            if host.lower() not in hosts:
                 await refuse(send, 421, f"this server does not answer to Host {host[:100]!r}: "
                              "add it with --allowed-host if a proxy forwards it")  # fmt: skip
                 return
@@ -380,5 +394,6 @@ def run(
     # ghindex's own guard checks Host and Origin on every bind (the SDK's only on loopback)
     off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(host=host, transport_security=off)
-    app = header_guard(app, token, allowed_hosts(host, port, allowed_host), allowed_origin)
+    hosts = allowed_hosts(host, port, allowed_host)
+    app = header_guard(app, token, hosts, allowed_origin, extra=allowed_host)
     uvicorn.run(app, host=host, port=port, log_level="warning")

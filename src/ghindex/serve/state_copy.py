@@ -35,10 +35,23 @@ class StateCopy:
         self.source = source
         self._folder = Path(tempfile.mkdtemp(prefix="ghindex-serve-"))
         self._lock = threading.Lock()
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, ...] | None = None
         self._generation = 0
         self._con: duckdb.DuckDBPyConnection | None = None
         self._old: list[duckdb.DuckDBPyConnection] = []
+        self._users = 0
+
+    def acquire(self) -> None:
+        """One more snapshot answers from this copy (a rebuild keeps the copy it had)."""
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users <= 0
+        if last:
+            self.close()
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """A cursor on the newest copy, taking a new copy first when the file changed."""
@@ -60,7 +73,10 @@ class StateCopy:
             stat = self.source.stat()
         except FileNotFoundError:
             return
-        seen = (stat.st_mtime_ns, stat.st_size)
+        wal = self.source.with_name(self.source.name + ".wal")
+        wal_stat = wal.stat() if wal.exists() else None
+        seen = (stat.st_mtime_ns, stat.st_size,
+                *((wal_stat.st_mtime_ns, wal_stat.st_size) if wal_stat else ()))  # fmt: skip
         if seen == self._seen:
             return
         try:
@@ -85,3 +101,4 @@ class StateCopy:
         while len(self._old) > 2:  # cursors of older copies have long finished
             stale = self._old.pop(0)
             stale.close()
+            shutil.rmtree(self._folder / str(self._generation - 3), ignore_errors=True)

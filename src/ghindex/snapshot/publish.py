@@ -23,10 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from ghindex import __version__
-from ghindex.errors import SnapshotError, StateError, first_line
+from ghindex.errors import SnapshotError, StateError
 from ghindex.snapshot.layout import (
     FORMAT_VERSION,
     LATEST,
@@ -196,14 +194,16 @@ def _checkpoint(state: Path) -> None:
     """Fold DuckDB's write-ahead log into the file, so the file alone is the state."""
     if not state.exists():
         return
+    from ghindex.store import redaction
+    from ghindex.store.state import open_state
+
+    con = open_state(state)  # waits out a reader's short lock (a server copying it)
     try:
-        con = duckdb.connect(str(state))
-    except duckdb.IOException as exc:
-        raise StateError(
-            f"cannot open {state} to publish it ({first_line(exc)}): "
-            "wait for the running ghindex command to finish"
-        ) from None
-    try:
+        if redaction.index_stale(con) and (state.parent / "lance").exists():
+            raise StateError(
+                "the stored text was redacted after the index was built, so the index may "
+                "still hold the raw text: run `ghindex build`, then publish"
+            )
         con.execute("CHECKPOINT")
     finally:
         con.close()
