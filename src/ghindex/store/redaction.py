@@ -50,10 +50,7 @@ def forget(con: duckdb.DuckDBPyConnection, source: str) -> None:
 
 
 def record(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> None:
-    con.execute(
-        "INSERT OR REPLACE INTO ghindex_meta (key, value, updated_at) VALUES (?, ?, ?)",
-        [f"redaction:{source}", wanted(enabled), now()],
-    )
+    _set(con, f"redaction:{source}", wanted(enabled))
 
 
 def state_of(con: duckdb.DuckDBPyConnection) -> dict[str, str | None]:
@@ -68,9 +65,13 @@ def index_stale(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def record_index(con: duckdb.DuckDBPyConnection) -> None:
+    _set(con, "redaction:index", _index_value(con))
+
+
+def _set(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
     con.execute(
         "INSERT OR REPLACE INTO ghindex_meta (key, value, updated_at) VALUES (?, ?, ?)",
-        ["redaction:index", _index_value(con), now()],
+        [key, value, now()],
     )
 
 
@@ -101,10 +102,7 @@ def prepare(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> tuple
     changed = redact_in_place(con, SOURCES[source])
     record(con, source, enabled)
     if changed:
-        con.execute(
-            "INSERT OR REPLACE INTO ghindex_meta (key, value, updated_at) VALUES (?, ?, ?)",
-            ["compact", "needed", now()],
-        )
+        _set(con, "compact", "needed")
     return False, (
         f"redacting the stored {source} text for redaction rules v{redact.RULES_VERSION}: "
         f"{changed} rows changed"
@@ -158,8 +156,9 @@ def stored_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     for table, columns in redact.TEXT_COLUMNS.items():
         for column in columns:
             for kind, n in con.execute(
-                f"SELECT k, count(*) FROM (SELECT unnest(regexp_extract_all({column}, "
-                f"'\\[redacted:([a-z0-9-]+)\\]', 1)) AS k FROM {table}) GROUP BY k"
+                f"SELECT k, count(*) FROM (SELECT unnest(regexp_extract_all({column}, ?, 1)) "
+                f"AS k FROM {table}) GROUP BY k",
+                [redact.MARKER.pattern],
             ).fetchall():
                 counts[kind] = counts.get(kind, 0) + n
     return dict(sorted(counts.items()))
