@@ -381,9 +381,13 @@ def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) 
 def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
     """Items an earlier page (of this run or one before) could not give, read by id."""
     repo = done.repo
-    pending = gaps.items(con, repo)
-    if not pending:
+    rows = gaps.waiting(con, repo)
+    if not rows:
         return
+    pending: dict[str, list[str]] = {}
+    for surface, node_id, _handle in rows:
+        pending.setdefault(surface, []).append(node_id)
+    known = {node_id: handle for _surface, node_id, handle in rows}
     say(f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
         "answered with errors")  # fmt: skip
     # Item gaps met by this run's pages are read now, and counted from the answer.
@@ -397,16 +401,9 @@ def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress
         reason = f"could not read them again: {exc}"
         done.skipped += [
             {"surface": surface, "handle": handle, "reason": reason}
-            for surface, handle in con.execute(
-                "SELECT surface, handle FROM fetch_gaps WHERE repo = ? AND node_id <> ''", [repo]
-            ).fetchall()
+            for surface, _node_id, handle in rows
         ]
         return
-    known = dict(
-        con.execute(
-            "SELECT node_id, handle FROM fetch_gaps WHERE repo = ? AND node_id <> ''", [repo]
-        ).fetchall()
-    )
     with transaction(con):
         for name, where in located.items():
             surface = _THREADS[name]

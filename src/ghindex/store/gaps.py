@@ -46,14 +46,19 @@ def clear(con: duckdb.DuckDBPyConnection, repo: str, surface: str, node_ids: Ite
         )
 
 
+def waiting(con: duckdb.DuckDBPyConnection, repo: str) -> list[tuple[str, str, str | None]]:
+    """The items waiting to be read again: (surface, node id, handle), oldest first."""
+    return con.execute(
+        "SELECT surface, node_id, handle FROM fetch_gaps WHERE repo = ? AND node_id <> '' "
+        "ORDER BY first_seen, node_id",
+        [repo],
+    ).fetchall()
+
+
 def items(con: duckdb.DuckDBPyConnection, repo: str) -> dict[str, list[str]]:
     """The node ids of the items waiting to be read again, by surface."""
     found: dict[str, list[str]] = {}
-    for surface, node_id in con.execute(
-        "SELECT surface, node_id FROM fetch_gaps WHERE repo = ? AND node_id <> '' "
-        "ORDER BY first_seen, node_id",
-        [repo],
-    ).fetchall():
+    for surface, node_id, _handle in waiting(con, repo):
         found.setdefault(surface, []).append(node_id)
     return found
 
