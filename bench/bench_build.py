@@ -20,13 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ghindex.build import build
-from ghindex.chunking import ChunkSettings, chunk_document
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
-from ghindex.documents import iter_documents
-from ghindex.embed import Embedder
-from ghindex.store import items
-from ghindex.store.state import open_state, transaction
+from ghindex.index.build import build
+from ghindex.index.chunking import ChunkSettings, chunk_document
+from ghindex.index.documents import iter_documents
+from ghindex.index.embed import Embedder
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
 
 DEFAULT_CORPUS = "/work/shared/eval/httpx-changelog/corpus.jsonl"
 REPO = "bench/httpx"

@@ -40,9 +40,9 @@ from github_server import (  # noqa: E402
 )
 from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, get_named_type  # noqa: E402
 
-from ghindex.fetch.client import GraphQLClient  # noqa: E402
-from ghindex.fetch.graphql import load_query  # noqa: E402
-from ghindex.ingest import fetch  # noqa: E402
+from ghindex.github.client import GraphQLClient  # noqa: E402
+from ghindex.github.graphql import load_query  # noqa: E402
+from ghindex.github.ingest import fetch  # noqa: E402
 
 REPO = "bench/project"
 START = parse_time("2024-01-01T00:00:00Z")

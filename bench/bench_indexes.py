@@ -22,10 +22,10 @@ from pathlib import Path
 from bench_search import EVAL, base_documents, base_vectors, synthesise
 from lancedb.index import BTree, IvfHnswSq, IvfPq
 
-from ghindex import index
 from ghindex.config import DEFAULT_MODEL
-from ghindex.embed import Embedder
-from ghindex.search import Searcher
+from ghindex.index import table as index
+from ghindex.index.embed import Embedder
+from ghindex.query.search import Searcher
 
 DEPTH = 200  # rows `Searcher` asks each retriever for at k=10
 

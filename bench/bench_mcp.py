@@ -4,7 +4,7 @@ server's memory, and what the MCP layer adds over calling the tool functions dir
 For each size a snapshot directory is synthesised the way `bench_search.py` builds
 its tables: the first ~3,000 chunks of the httpx eval corpus are embedded for real
 (cached in bench/.cache/), and copies with new repos, numbers, states, labels and
-slightly perturbed vectors fill the table, written by `ghindex.index.write_chunks`
+slightly perturbed vectors fill the table, written by `ghindex.index.table.write_chunks`
 (so at 50k rows and more it also gets the IVF_HNSW_SQ vector index `build` makes).
 The state database holds an issue or pull request for every synthetic document
 (pull requests close an earlier issue of their repo), so fetch, related and sql read
@@ -56,15 +56,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from github_server import as_response, issue_node, pull_request_node, ref  # noqa: E402
 
-from ghindex import index  # noqa: E402
-from ghindex.build import BuildReport, write_manifest  # noqa: E402
-from ghindex.chunking import Chunk, ChunkSettings  # noqa: E402
 from ghindex.config import DEFAULT_MODEL  # noqa: E402
-from ghindex.documents import Document, DocumentSettings  # noqa: E402
-from ghindex.embed import Embedder  # noqa: E402
+from ghindex.index import table as index  # noqa: E402
+from ghindex.index.build import BuildReport, write_manifest  # noqa: E402
+from ghindex.index.chunking import Chunk, ChunkSettings  # noqa: E402
+from ghindex.index.documents import Document, DocumentSettings  # noqa: E402
+from ghindex.index.embed import Embedder  # noqa: E402
 from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools  # noqa: E402
-from ghindex.store import items  # noqa: E402
-from ghindex.store.state import open_state, transaction  # noqa: E402
+from ghindex.state import items  # noqa: E402
+from ghindex.state.database import open_state, transaction  # noqa: E402
 
 SQL = "SELECT repo, state, count(*) AS n FROM issues GROUP BY ALL ORDER BY ALL"
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from secrets_corpus import corpus  # noqa: E402
 
-from ghindex.redact import find, redact  # noqa: E402
+from ghindex.state.redact import find, redact  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 CONTEXTS = {
@@ -113,9 +113,9 @@ def throughput(rounds: int, sample: int) -> dict[str, float]:
         timings.append(time.perf_counter() - started)
     redact_rate = len(docs) / statistics.median(timings)
 
-    from ghindex.chunking import ChunkSettings, split_markdown
     from ghindex.config import DEFAULT_MODEL
-    from ghindex.embed import Embedder
+    from ghindex.index.chunking import ChunkSettings, split_markdown
+    from ghindex.index.embed import Embedder
 
     embedder = Embedder(DEFAULT_MODEL)
     step = max(1, len(docs) // sample)

@@ -5,7 +5,7 @@ first documents of the httpx retrieval eval corpus are embedded once (cached in
 bench/.cache/), and larger tables are synthesised from them: each copy of a
 document gets a new repo/number/handle, varied type, state and labels, and its
 vectors a small random perturbation (re-normalised). Tables are written with
-`ghindex.index.write_chunks`, so schema, FTS index and search code are the
+`ghindex.index.table.write_chunks`, so schema, FTS index and search code are the
 product's. Queries are the eval set's queries.
 
     /tmp/venv/bin/python bench/bench_search.py --sizes 10000,100000
@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 from bench_build import read_corpus, store_documents
 
-from ghindex import index
-from ghindex.chunking import Chunk, ChunkSettings, chunk_document
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
-from ghindex.documents import Document, iter_documents
-from ghindex.embed import Embedder
-from ghindex.search import Filters, Searcher
-from ghindex.store.state import open_state
+from ghindex.index import table as index
+from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document
+from ghindex.index.documents import Document, iter_documents
+from ghindex.index.embed import Embedder
+from ghindex.query.search import Filters, Searcher
+from ghindex.state.database import open_state
 
 EVAL = Path("/work/shared/eval/httpx-changelog")
 CACHE = Path(__file__).resolve().parent / ".cache"

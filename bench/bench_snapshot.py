@@ -38,16 +38,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from github_server import as_response, issue_node, repository_node  # noqa: E402
 
-from ghindex import index  # noqa: E402
-from ghindex.build import build  # noqa: E402
-from ghindex.chunking import ChunkSettings, chunk_document  # noqa: E402
 from ghindex.config import DEFAULT_MODEL, Settings  # noqa: E402
-from ghindex.documents import iter_documents  # noqa: E402
+from ghindex.index import table as index  # noqa: E402
+from ghindex.index.build import build  # noqa: E402
+from ghindex.index.chunking import ChunkSettings, chunk_document  # noqa: E402
+from ghindex.index.documents import iter_documents  # noqa: E402
 from ghindex.snapshot import Store, publish, pull  # noqa: E402
 from ghindex.snapshot.layout import blob_path  # noqa: E402
 from ghindex.snapshot.refs import latest_ref, read_manifest  # noqa: E402
-from ghindex.store import items  # noqa: E402
-from ghindex.store.state import open_state, transaction  # noqa: E402
+from ghindex.state import items  # noqa: E402
+from ghindex.state.database import open_state, transaction  # noqa: E402
 
 REPO = "bench/snapshots"
 # Runs the ghindex CLI, then prints the process's peak resident memory (KiB) to stderr.

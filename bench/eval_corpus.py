@@ -40,9 +40,9 @@ from urllib.parse import unquote
 
 from ghindex.gitsource.commits import Commit, FileChange, Person, _commit_row, _file_row
 from ghindex.gitsource.docs import DOCS, WIKI
-from ghindex.store import conversation, items
-from ghindex.store.rows import upsert
-from ghindex.store.state import transaction
+from ghindex.state import conversation, items
+from ghindex.state.database import transaction
+from ghindex.state.rows import upsert
 
 FALLBACK_TIME = "2000-01-01T00:00:00Z"  # for records without dates (docs, releases)
 EMPTY_PAGE = {"hasNextPage": False, "endCursor": None}

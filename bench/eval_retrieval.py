@@ -11,8 +11,8 @@ documents those queries need (relevant and excluded) and fills up with others.
 An eval set is a folder with `corpus.jsonl` and `queries.jsonl` (see
 /work/shared/eval/README.md). Its corpus goes into a fresh state database the way
 ghindex's own readers store what they read (eval_corpus.py), then
-`ghindex.build.build` derives documents and chunks and embeds them, and
-`ghindex.search.Searcher` answers every query in every mode: the numbers are
+`ghindex.index.build.build` derives documents and chunks and embeds them, and
+`ghindex.query.search.Searcher` answers every query in every mode: the numbers are
 those of the product's own paths.
 
 Results map back to corpus ids by handle: a hit counts for its `entity` (a file
@@ -53,16 +53,16 @@ from typing import Any
 import numpy as np
 from eval_corpus import EvalSet, Loaded, read_set, say, store_corpus
 
-from ghindex import index
-from ghindex.build import build
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
-from ghindex.embed import Embedder
 from ghindex.errors import GhindexError
-from ghindex.search import Searcher
-from ghindex.store.state import open_state
+from ghindex.index import table as index
+from ghindex.index.build import build
+from ghindex.index.embed import Embedder
+from ghindex.query.search import Searcher
+from ghindex.state.database import open_state
 
 MODES = ("sparse", "dense", "hybrid", "hybrid+rerank")
-RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"  # read by ghindex.rerank
+RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"  # read by ghindex.query.rerank
 CACHE = Path(__file__).resolve().parent / ".cache"
 EMBED_SLICE = 256  # chunks embedded (and cached) per progress line
 _FILE_HANDLE = re.compile(r"^([^/\s]+/[^/\s@:#]+@[0-9a-fA-F]{7,64}):")

@@ -8,8 +8,8 @@ import duckdb
 from github_server import as_response, repository_node
 
 from ghindex.config import DEFAULT_MODEL, Settings
-from ghindex.store import items
-from ghindex.store.state import open_state, transaction
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
 
 
 def rows(workdir, sql, params=()):
@@ -40,7 +40,7 @@ def built_workdir(path, count, *, topics=7, repeat=20):
     """A workdir at `path` holding `count` issues, fetched and built (embedded for real)."""
     from github_server import issue_node
 
-    from ghindex.build import build
+    from ghindex.index.build import build
 
     settings = settings_for(path)
     store_issues(settings, [

@@ -25,9 +25,9 @@ from github_server import (
 )
 from state import rows
 
-from ghindex import schema_doc
+from ghindex.analysis import schema_doc
 from ghindex.config import DEFAULT_MODEL, Settings
-from ghindex.demo import load_sample
+from ghindex.sample.demo import load_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = parse_time("2024-03-04T10:00:00Z")  # a Monday
@@ -149,7 +149,7 @@ def test_export_round_trips_rows_and_types(known, run, isolated):
 
 
 def test_export_partitions_by_repo_when_there_are_several(isolated):
-    from ghindex.export import export
+    from ghindex.analysis.export import export
 
     settings = Settings(workdir=isolated / "sample", graphql_url="", model=DEFAULT_MODEL)
     load_sample(settings)
@@ -195,7 +195,7 @@ def test_every_query_in_docs_analysis_runs_on_the_sample(sample_state):
 def test_schema_reference_is_generated_from_the_ddl():
     expected = schema_doc.render()
     assert (ROOT / "docs" / "schema.md").read_text() == expected, (
-        "run `python -m ghindex.schema_doc > docs/schema.md`"
+        "run `python -m ghindex.analysis.schema_doc > docs/schema.md`"
     )
     for line in expected.splitlines():
         if line.startswith("| `") and line.count("|") == 4:

@@ -12,13 +12,13 @@ import pytest
 from github_server import comment_node, issue_node
 from state import settings_for, store_issues
 
-from ghindex import index
-from ghindex.build import build
 from ghindex.config import DEFAULT_MODEL, Settings
-from ghindex.demo import run_demo, sample_records
 from ghindex.errors import IndexUnusable
-from ghindex.search import Filters, Searcher
-from ghindex.store.state import open_state
+from ghindex.index import table as index
+from ghindex.index.build import build
+from ghindex.query.search import Filters, Searcher
+from ghindex.sample.demo import run_demo, sample_records
+from ghindex.state.database import open_state
 
 CONTRACT_COLUMNS = {
     "id", "handle", "repo", "type", "number", "title", "text", "vector", "state", "labels",
@@ -426,7 +426,7 @@ def test_type_filter_takes_an_entity_type_or_a_document_type(searcher):
 
 
 def test_rerank_reorders_the_top_candidates_with_a_cross_encoder(sample, tiny_cross_encoder):
-    from ghindex.rerank import Reranker
+    from ghindex.query.rerank import Reranker
 
     settings, _ = sample
     searcher = Searcher(settings.lance_path, reranker_factory=lambda: Reranker(tiny_cross_encoder))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ghindex.chunking import (
+from ghindex.index.chunking import (
     ChunkSettings,
     chunk_document,
     estimate_tokens,
@@ -13,7 +13,7 @@ from ghindex.chunking import (
     split_markdown,
     split_text,
 )
-from ghindex.documents import Document
+from ghindex.index.documents import Document
 
 T = datetime(2024, 1, 1, tzinfo=UTC)
 

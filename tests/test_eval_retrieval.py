@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ghindex.store.state import open_state
+from ghindex.state.database import open_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import eval_corpus

@@ -19,7 +19,7 @@ from github_server import GitHubServer, format_time, issue_node, parse_time
 from state import rows
 
 from ghindex.errors import GitHubError, RateLimited
-from ghindex.fetch.client import GraphQLClient
+from ghindex.github.client import GraphQLClient
 
 HELLO = {"owner": "octo", "name": "hello"}
 HELLO_ISSUES = {**HELLO, "since": None, "after": None}

@@ -25,7 +25,7 @@ from github_server import (
 from graphql import print_ast
 from state import rows
 
-from ghindex.fetch.graphql import load_query, query_names
+from ghindex.github.graphql import load_query, query_names
 
 SAML = (
     "Resource protected by organization SAML enforcement. You must grant your Personal "

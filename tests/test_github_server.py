@@ -14,7 +14,7 @@ from github_server import (
 )
 from graphql import print_ast
 
-from ghindex.fetch.graphql import load_query
+from ghindex.github.graphql import load_query
 
 
 def post(server, query, variables=None, token="ghp_test_token", operation=None):

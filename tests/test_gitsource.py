@@ -19,7 +19,7 @@ from ghindex.gitsource import (
     sync_wiki,
 )
 from ghindex.gitsource import commits as commits_module
-from ghindex.store.state import open_state
+from ghindex.state.database import open_state
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 AUTHOR = ("Octo Cat", "1+octo@users.noreply.github.com")

@@ -19,17 +19,11 @@ from github_server import (
 )
 
 from ghindex.errors import GhindexError
-from ghindex.graph import (
-    UnknownHandle,
-    doc_links,
-    fix_links,
-    neighbours,
-    related,
-    replace_doc_links,
-    resolve_handle,
-)
-from ghindex.store import items
-from ghindex.store.state import open_state
+from ghindex.gitsource.doc_links import doc_links, replace_doc_links
+from ghindex.query.graph import fix_links, neighbours, related
+from ghindex.query.handles import UnknownHandle, resolve_handle
+from ghindex.state import items
+from ghindex.state.database import open_state
 
 R = "octo/hello"
 D, E, F = (f"{R}@{c * 40}" for c in "def")

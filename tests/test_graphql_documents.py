@@ -7,7 +7,7 @@ import pytest
 from github_server import connection_errors, load_schema, parse_document, validate_document
 from graphql import FragmentDefinitionNode, print_ast
 
-from ghindex.fetch.graphql import _fragments, load_query, query_names
+from ghindex.github.graphql import _fragments, load_query, query_names
 
 DOCUMENTS = query_names()
 

@@ -34,15 +34,15 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from state import settings_for, store_issues
 
-from ghindex.build import build
 from ghindex.errors import GhindexError
+from ghindex.index.build import build
 from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools
 from ghindex.snapshot import Store, publish
 from ghindex.snapshot.layout import blob_path
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
-from ghindex.store import items
-from ghindex.store.state import open_state, transaction
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
 
 TOOLS = ["search", "fetch", "related", "context", "sql", "status"]
 RESULT_FIELDS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ghindex.mentions import mentioned_handles
+from ghindex.state.mentions import mentioned_handles
 
 
 def test_local_cross_repo_and_url_references():

@@ -7,7 +7,7 @@ import json
 from github_server import comment_node, issue_node
 from state import rows, settings_for, store_issues
 
-from ghindex.build import build
+from ghindex.index.build import build
 
 
 def test_shards_merge_without_embedding_again(isolated, run):

@@ -21,8 +21,8 @@ import pytest
 from github_server import issue_node
 from state import settings_for, store_issues
 
-from ghindex.build import build
 from ghindex.errors import SnapshotError
+from ghindex.index.build import build
 from ghindex.snapshot import Store, publish, pull
 from ghindex.snapshot.layout import MANIFEST, Manifest
 from ghindex.snapshot.local import live_root

@@ -28,9 +28,9 @@ from secrets_corpus import corpus
 from state import rows
 from test_gitsource import Repo
 
-from ghindex import redact as redaction
-from ghindex.redact import redact
-from ghindex.store.state import open_state
+from ghindex.state import redact as redaction
+from ghindex.state.database import open_state
+from ghindex.state.redact import redact
 
 SECRETS = corpus()
 ONE_LINE = [s for s in SECRETS if s.one_line]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ghindex.errors import GhindexError, RerankUnavailable
-from ghindex.rerank import DEFAULT_RERANK_MODEL, Reranker, mmr, rerank, rerank_model_name
+from ghindex.query.rerank import DEFAULT_RERANK_MODEL, Reranker, mmr, rerank, rerank_model_name
 
 TEXTS = [
     "search crashes when the index is missing",
@@ -188,7 +188,7 @@ def test_an_uncached_hub_model_fails_fast_when_the_hub_is_unreachable(
 
 
 def test_importing_the_module_does_not_import_sentence_transformers():
-    code = "import sys, ghindex.rerank; print('sentence_transformers' in sys.modules)"
+    code = "import sys, ghindex.query.rerank; print('sentence_transformers' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

@@ -35,7 +35,7 @@ from graphql import (
     visit,
 )
 
-from ghindex.fetch.graphql import load_query, query_names
+from ghindex.github.graphql import load_query, query_names
 
 # Line key -> (query document, connection field of `repository` it pages).
 LISTS = {

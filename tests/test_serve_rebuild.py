@@ -20,8 +20,8 @@ WRITER = textwrap.dedent(
     import sys, time, uuid
     from datetime import UTC, datetime
     from pathlib import Path
-    from ghindex.store.cursors import record_run
-    from ghindex.store.state import open_state, transaction
+    from ghindex.state.cursors import record_run
+    from ghindex.state.database import open_state, transaction
     for _ in range(6):
         con = open_state(Path(sys.argv[1]))
         with transaction(con):
@@ -105,7 +105,7 @@ def test_a_rebuild_of_the_served_workdir_is_answered_from_next(tmp_path):
     from github_server import issue_node
     from state import settings_for, store_issues
 
-    from ghindex.build import build
+    from ghindex.index.build import build
 
     workdir = built_workdir(tmp_path / "work", 4)
     holder = SnapshotHolder(current=open_snapshot(workdir))

@@ -14,9 +14,9 @@ import pytest
 from github_server import issue_node
 from state import built_workdir, settings_for, store_issues
 
-from ghindex.build import build
 from ghindex.config import DEFAULT_MODEL
 from ghindex.errors import ConfigError, SnapshotError
+from ghindex.index.build import build
 from ghindex.snapshot import Store, gc, publish, pull, stage, store_status
 from ghindex.snapshot.layout import blob_path, manifest_path
 from ghindex.snapshot.local import live_root

@@ -5,7 +5,7 @@ The github3.py test suite ships betamax "cassettes": real GitHub REST API
 responses recorded while its integration tests ran. This script pulls every
 issue, pull request, comment, review, review comment, release and issue event
 out of them, merges the several views of each object, and rewrites them in the
-shape ghindex's GraphQL queries (src/ghindex/fetch/queries/*.graphql) return,
+shape ghindex's GraphQL queries (src/ghindex/github/queries/*.graphql) return,
 so the sample can be loaded by the same code that loads live fetches.
 
 Get the input (BSD-3-Clause, see src/ghindex/sample/NOTICE):
@@ -832,11 +832,11 @@ class ShapeChecker:
         except ImportError:
             return _skip("graphql-core is not installed")
         try:
-            from ghindex.fetch.graphql import load_query
+            from ghindex.github.graphql import load_query
         except ImportError:
             sys.path.insert(0, str(REPO_ROOT / "src"))
             try:
-                from ghindex.fetch.graphql import load_query
+                from ghindex.github.graphql import load_query
             except ImportError as error:
                 return _skip(f"ghindex cannot be imported ({error})")
         if not SCHEMA_PATH.is_file():

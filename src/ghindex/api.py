@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import SnapshotError
-from ghindex.search import Filters, Hit, Searcher
+from ghindex.query.search import Filters, Hit, Searcher
 from ghindex.snapshot.local import live_root
 
 
@@ -55,13 +55,13 @@ class Snapshot:
 
     def fetch(self, handle: str, max_chars: int = 100_000) -> dict[str, Any]:
         """One item in full (what `ghindex show` prints)."""
-        from ghindex.show import show
+        from ghindex.query.show import show
 
         return show(self.connect(), handle, max_chars=max_chars)
 
     def related(self, handle: str, hops: int = 1) -> dict[str, Any]:
         """Graph neighbours of one item (what `ghindex related` prints)."""
-        from ghindex.graph import related
+        from ghindex.query.graph import related
 
         return related(self.connect(), handle, hops=hops).as_dict()
 

@@ -163,7 +163,7 @@ def _strings(value: object, key: str) -> list[str]:
 
 def _document_types(value: object, key: str) -> tuple[str, ...]:
     """Document type names, from a TOML list or a comma-separated environment value."""
-    from ghindex.documents import TYPES
+    from ghindex.index.documents import TYPES
 
     names = value.split(",") if isinstance(value, str) else _strings(value, key)
     chosen = [n.strip() for n in names if n.strip()]

@@ -37,7 +37,7 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
       ghindex sql "SELECT repo, count(*) FROM issues GROUP BY ALL"
       ghindex sql "SELECT * FROM open_prs_awaiting_review" --format markdown
     """
-    from ghindex.sqlquery import run
+    from ghindex.query.sql import run
 
     root = snapshot_root(obj, snapshot, store)
     state = root / "state.duckdb"
@@ -80,7 +80,7 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
     Example:
       ghindex export --format parquet ./parquet
     """
-    from ghindex.export import export as run_export
+    from ghindex.analysis.export import export as run_export
 
     root = snapshot_root(obj, snapshot, store)
     report = run_export(root / "state.duckdb", Path(dest))
@@ -103,7 +103,7 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None) -> N
     Example:
       ghindex report --out report.html
     """
-    from ghindex.report import render
+    from ghindex.analysis.report import render
 
     root = snapshot_root(obj, snapshot, store)
     Path(out).write_text(render(root / "state.duckdb"), encoding="utf-8")

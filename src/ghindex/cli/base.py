@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from ghindex import __version__
+from ghindex.cli.output import configure_logging
 from ghindex.config import Settings, load_settings
 from ghindex.errors import GhindexError
-from ghindex.output import configure_logging
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 

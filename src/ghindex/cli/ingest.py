@@ -15,8 +15,8 @@ from ghindex.cli.base import (
     max_wait_option,
     wiki_option,
 )
+from ghindex.cli.output import emit_json, progress
 from ghindex.config import github_token
-from ghindex.output import emit_json, progress
 
 
 @cli.command()
@@ -75,9 +75,9 @@ def fetch(
             "give at least one --repo OWNER/NAME or --org ORG (or `repos` / `orgs` in ghindex.toml)"
         )
     token = github_token()
-    from ghindex.fetch.client import GraphQLClient
-    from ghindex.ingest import chosen_repos
-    from ghindex.ingest import fetch as run_fetch
+    from ghindex.github.client import GraphQLClient
+    from ghindex.github.ingest import chosen_repos
+    from ghindex.github.ingest import fetch as run_fetch
 
     with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
         report = run_fetch(
@@ -144,9 +144,9 @@ def build(
       ghindex build
       ghindex build --git . --wiki ../project.wiki
     """
-    from ghindex.build import GitSource
-    from ghindex.build import build as run_build
     from ghindex.config import parse_repo
+    from ghindex.index.build import GitSource
+    from ghindex.index.build import build as run_build
 
     settings = obj.settings(model=model)
     owner = parse_repo(repo) if repo else None
@@ -185,9 +185,9 @@ def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: boo
     Example:
       ghindex merge shards/a shards/b shards/c
     """
-    from ghindex.build import build as run_build
-    from ghindex.embed import canonical_model_name
-    from ghindex.merge import merge as run_merge
+    from ghindex.index.build import build as run_build
+    from ghindex.index.embed import canonical_model_name
+    from ghindex.index.merge import merge as run_merge
 
     settings = obj.settings(model=model)
     merged = run_merge(

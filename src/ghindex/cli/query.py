@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
+from ghindex.cli.output import emit_json, item_text, progress, search_text
 from ghindex.config import Settings
-from ghindex.documents import TYPES
-from ghindex.output import emit_json, item_text, progress, search_text
+from ghindex.index.documents import TYPES
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
@@ -89,7 +89,7 @@ def search(
       ghindex search "TypeError: cannot pickle" --mode sparse --json
       ghindex search "#1234"
     """
-    from ghindex.search import Filters, Searcher
+    from ghindex.query.search import Filters, Searcher
 
     root = snapshot_root(obj, snapshot, store)
     options = {
@@ -123,7 +123,7 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
     Example:
       ghindex demo
     """
-    from ghindex.demo import run_demo
+    from ghindex.sample.demo import run_demo
 
     base = obj.settings()
     settings = Settings(
@@ -199,9 +199,9 @@ def related(
       ghindex related psf/requests#6240 --hops 2 --kind closes --kind duplicate_of
       ghindex related psf/requests@1a2b3c4 --json
     """
-    from ghindex.graph import KINDS
-    from ghindex.graph import related as find_related
-    from ghindex.store.state import open_state
+    from ghindex.query.graph import KINDS
+    from ghindex.query.graph import related as find_related
+    from ghindex.state.database import open_state
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -212,7 +212,7 @@ def related(
     root = snapshot_root(obj, snapshot, store)
     nearest = None
     if (root / "lance").exists():
-        from ghindex.search import Searcher
+        from ghindex.query.search import Searcher
 
         nearest = Searcher(root / "lance").nearest
     con = open_state(root / "state.duckdb", read_only=True)
@@ -261,8 +261,8 @@ def show(
       ghindex show psf/requests#6240
       ghindex show psf/requests@1a2b3c4 --json
     """
-    from ghindex.show import show as load
-    from ghindex.store.state import open_state
+    from ghindex.query.show import show as load
+    from ghindex.state.database import open_state
 
     root = snapshot_root(obj, snapshot, store)
     con = open_state(root / "state.duckdb", read_only=True)

@@ -16,7 +16,7 @@ from ghindex.cli.base import (
     max_wait_option,
     wiki_option,
 )
-from ghindex.output import emit_json, progress
+from ghindex.cli.output import emit_json, progress
 
 store_option = click.option(
     "--store",
@@ -123,10 +123,10 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force,
     Example:
       ghindex update --repo psf/requests --git . --store s3://my-bucket/ghindex
     """
-    from ghindex.build import GitSource
     from ghindex.config import github_token
-    from ghindex.fetch.client import GraphQLClient
-    from ghindex.update import update as run_update
+    from ghindex.github.client import GraphQLClient
+    from ghindex.index.build import GitSource
+    from ghindex.snapshot.update import update as run_update
 
     settings, target = _store(obj, store)
     settings = obj.settings(repos=repos, orgs=orgs, store=store, max_wait=max_wait)

@@ -20,7 +20,7 @@ import duckdb
 
 from ghindex.errors import GitSourceError
 from ghindex.gitsource.repo import Git, Objects, Reader, is_sha, read_raw_change, rev_list
-from ghindex.store.rows import insert, upsert
+from ghindex.state.rows import insert, upsert
 
 # One file's stored patch is cut at a line end before this many bytes ...
 MAX_PATCH_BYTES = 100_000

@@ -17,7 +17,7 @@ import duckdb
 
 from ghindex.errors import GitSourceError
 from ghindex.gitsource.repo import Git, Objects, has_commit, read_raw_change
-from ghindex.store.rows import upsert
+from ghindex.state.rows import upsert
 
 # Files with these extensions are docs, anywhere in the tree but under node_modules/.
 DOC_EXTENSIONS = frozenset({".md", ".markdown", ".mdx", ".rst"})

@@ -39,8 +39,8 @@ from ghindex.gitsource.repo import (
     resolve_branch,
     shallow_commits,
 )
-from ghindex.store.cursors import get_cursor, set_cursor
-from ghindex.store.state import transaction
+from ghindex.state.cursors import get_cursor, set_cursor
+from ghindex.state.database import transaction
 
 DEFAULT_WEB_URL = "https://github.com"
 

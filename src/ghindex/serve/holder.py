@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import GhindexError, first_line
-from ghindex.search import Searcher
+from ghindex.query.search import Searcher
 from ghindex.serve.state_copy import StateCopy
 from ghindex.snapshot.local import in_use, live_root
 from ghindex.snapshot.status import age_seconds, created_at

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from ghindex.errors import GhindexError
-from ghindex.sqlquery import connect
+from ghindex.query.sql import connect
 
 BUSY = (
     "the workdir is being rebuilt (fetch or build holds its state): retry in a moment, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from ghindex.search import Filters, Hit, SearchResponse
+from ghindex.query.search import Filters, Hit, SearchResponse
 from ghindex.serve.holder import Snapshot, SnapshotHolder
 
 MAX_TOP_K = 50
@@ -90,8 +90,8 @@ def search(
 
 
 def fetch(snapshot: Snapshot, handles: list[str], max_chars: int) -> dict[str, Any]:
-    from ghindex.graph import UnknownHandle
-    from ghindex.show import show
+    from ghindex.query.handles import UnknownHandle
+    from ghindex.query.show import show
 
     found, missing = [], []
     with snapshot.searcher.state() as con:
@@ -104,7 +104,7 @@ def fetch(snapshot: Snapshot, handles: list[str], max_chars: int) -> dict[str, A
 
 
 def related(snapshot: Snapshot, handle: str, hops: int) -> dict[str, Any]:
-    from ghindex.graph import related as find_related
+    from ghindex.query.graph import related as find_related
 
     with snapshot.searcher.state() as con:
         result = find_related(con, handle, hops=hops, nearest_items=snapshot.searcher.nearest)
@@ -156,7 +156,7 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
 
 def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT) -> dict:
     """One read-only statement over the state database, with row and time limits."""
-    from ghindex.sqlquery import run_on
+    from ghindex.query.sql import run_on
 
     with snapshot.searcher.state() as con:
         result = run_on(con, query, max_rows, timeout)
@@ -236,7 +236,8 @@ def _result(hit: Hit, *, reranked: bool) -> dict[str, Any]:
 
 
 def _expand(snapshot: Snapshot, response: SearchResponse, hops: int) -> list[dict[str, Any]]:
-    from ghindex.graph import UnknownHandle, neighbours
+    from ghindex.query.graph import neighbours
+    from ghindex.query.handles import UnknownHandle
 
     shown = {h.entity for h in response.results}
     found: dict[str, dict[str, Any]] = {}

@@ -194,8 +194,8 @@ def _checkpoint(state: Path) -> None:
     """Fold DuckDB's write-ahead log into the file, so the file alone is the state."""
     if not state.exists():
         return
-    from ghindex.store import redaction
-    from ghindex.store.state import open_state
+    from ghindex.state import redaction
+    from ghindex.state.database import open_state
 
     con = open_state(state)  # waits out a reader's short lock (a server copying it)
     try:

@@ -1,0 +1,127 @@
+"""What commands print: JSON documents on stdout, readable text, progress on stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # importing search loads lancedb (over a second): keep it out of --help
+    from ghindex.query.search import SearchResponse
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Log lines to whatever sys.stderr is when they are written (click's test
+    runner swaps it), one line each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+def configure_logging(debug: bool) -> None:
+    """ghindex's own messages (rate-limit waits, retries) go to stderr."""
+    logger = logging.getLogger("ghindex")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logger.propagate = False
+
+
+def emit_json(document: Any) -> None:
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def progress(enabled: bool = True) -> Callable[[str], None] | None:
+    """A one-line status on stderr, only when stderr is a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+
+    def say(message: str) -> None:
+        console.print(f"[dim]… {message}[/dim]", highlight=False)
+
+    return say
+
+
+def search_text(response: SearchResponse) -> str:
+    lines = [f"note: {note}" for note in response.notes]
+    for unmatched in response.filters_unmatched:
+        lines.append(f"note: no indexed item has {unmatched}")
+    if not response.results:
+        lines.append(f"no results for {response.query!r}")
+    for rank, hit in enumerate(response.results, 1):
+        state = f", {hit.state}" if hit.state else ""
+        labels = f"  [{', '.join(hit.labels)}]" if hit.labels else ""
+        lines.append(f"{rank:2}. {hit.entity}  ({hit.entity_type}{state})  {hit.title}{labels}")
+        why = ["exact match"] if hit.exact else []
+        why += [
+            f"{name} #{value}"
+            for name, value in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank))
+            if value is not None
+        ]
+        if hit.rerank_score is not None:
+            why.append(f"rerank {hit.rerank_score:.3f}")
+        lines.append(f"    {hit.url}  score {hit.score:.4f} ({', '.join(why)})")
+        if hit.handle != hit.entity:
+            lines.append(f"    matched {hit.type} {hit.handle}")
+        if hit.same_entity:
+            lines.append(f"    +{len(hit.same_entity)} more matching rows of this item")
+        for name, handles in (("fixed by", hit.fixed_by), ("closes", hit.closes)):
+            if handles:
+                lines.append(f"    {name} {', '.join(handles)}")
+        if hit.snippet:
+            lines.append(f"    {hit.snippet}")
+    return "\n".join(lines)
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """An item from `ghindex show`, for reading in a terminal."""
+    lines = [f"{item['handle']}  ({item['type']}"
+             + (f", {item['state']}" if item.get("state") else "") + ")"]  # fmt: skip
+    if item.get("title"):
+        lines.append(item["title"])
+    if item.get("url"):
+        lines.append(item["url"])
+    for key in ("labels", "fixed_by", "closes"):
+        if item.get(key):
+            lines.append(f"{key.replace('_', ' ')}: {', '.join(item[key])}")
+    lines.append("")
+    lines.append(_post(item))
+    for comment in item.get("comments", []):
+        lines.append(_post(comment))
+    for review in item.get("reviews", []):
+        lines.append(_post(review, f"review ({review['state'].lower()})"))
+    for thread in item.get("review_threads", []):
+        where = f"{thread['path']}:{thread.get('line') or '?'}"
+        status = ", resolved" if thread.get("resolved") else ""
+        lines.append(f"--- thread on {where}{status}")
+        lines.extend(_post(c) for c in thread["comments"])
+    for changed in item.get("files", []):
+        lines.append(f"--- {changed['status']} {changed['path']}")
+        lines.append(changed["text"])
+    if item.get("truncated"):
+        lines.append(f"[cut at {item['returned_chars']:,} of {item['chars']:,} characters]")
+    return "\n".join(lines)
+
+
+def _post(post: dict[str, Any], what: str = "") -> str:
+    who = post.get("author") or "someone"
+    role = f", {post['author_association'].lower()}" if post.get("author_association") else ""
+    when = f" on {post['created_at'][:10]}" if post.get("created_at") else ""
+    head = f"--- {what + ' by ' if what else ''}{who}{role}{when}"
+    return f"{head}\n{post.get('text') or ''}".rstrip()

@@ -1,1 +1,0 @@
-"""Fetching from GitHub's GraphQL API: network only, generators of pages."""

@@ -1,0 +1,540 @@
+"""`ghindex fetch`: pull GitHub pages and store them, moving each cursor only
+after the rows it covers are committed.
+
+Every repository is looked up before anything is written, so a typo in one
+`--repo` or a bad token leaves the state database exactly as it was. After that
+each page (items with every nested connection read to its end) is stored in one
+transaction together with its cursor move: a crash or an error mid-run keeps
+every committed page, and the next run resumes from the last committed mark.
+
+Surfaces and how each is kept current:
+
+- issues: ascending `updatedAt` from the mark (GitHub filters with `since`);
+- pull requests, discussions: descending `updatedAt`, stopping at the mark
+  (GitHub has no `since` for them); the mark moves when the pass is complete;
+- releases: every run reads them all (they are few) and the list is the truth.
+
+Deletions are never inferred from a listing. With `--full` every listing is
+complete, and each stored item the listing lacks is looked up by node id: only
+an item GitHub says it cannot resolve (NOT_FOUND), or has moved to another
+repository, is removed; one the token may no longer read (FORBIDDEN) is kept and
+counted. When the removals would be a large share of the repository's stored
+items (more than `GUARD_SHARE` of them and more than `GUARD_MIN`), nothing is
+removed and the run says why; `force` removes them anyway.
+
+What GitHub answers with an error (one item of a page, a surface the token may not
+read) is left out, recorded in `fetch_gaps` and in the run's report, and the rest
+is stored: items are read again by node id on the next run, a refused surface
+keeps its mark. docs/github-behaviour.md lists each case.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ghindex.config import RepoSelection, Settings
+from ghindex.errors import ConfigError, GhindexError, GitHubError, RateLimited
+from ghindex.github import listings
+from ghindex.github.client import GraphQLClient
+from ghindex.state import cursors, gaps, items, redact, redaction, renames
+from ghindex.state.database import open_state, transaction
+from ghindex.state.rows import Node, github_time, newest_update
+
+# Items updated this close to the high-water mark are fetched again: GitHub's
+# timestamps have one-second resolution and its listings lag writes a little.
+OVERLAP = timedelta(minutes=5)
+
+# A --full run removes nothing when it would remove more than this share of a
+# repository's stored issues, pull requests and discussions, and more than GUARD_MIN
+# of them: a token that lost access, or a listing GitHub cut short, must never empty
+# the index. `fetch --full --force` removes them.
+GUARD_SHARE = 0.10
+GUARD_MIN = 10
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RepoReport:
+    repo: str
+    issues: int = 0
+    pull_requests: int = 0
+    discussions: int = 0
+    releases: int = 0
+    deleted: list[str] = field(default_factory=list)
+    transferred: list[str] = field(default_factory=list)
+    inaccessible: list[str] = field(default_factory=list)  # kept: this token may not read them
+    hidden: list[str] = field(default_factory=list)  # stored minus parts the token may not see
+    held_back: list[str] = field(default_factory=list)  # confirmed gone, kept: see GUARD_SHARE
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {surface, handle, reason}
+    renamed_from: str | None = None
+    complete: set[str] = field(default_factory=set)  # surfaces listed to their end
+
+    @property
+    def partial(self) -> bool:
+        """Whether something was left unread or unremoved this run."""
+        return bool(self.inaccessible or self.held_back or self.skipped)
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {k: v for k, v in vars(self).items() if k != "complete"}
+        return {**shown, "partial": self.partial}
+
+    def warnings(self) -> list[str]:
+        """One line per thing this run could not read or would not remove, saying why."""
+        lines = []
+        if self.renamed_from:
+            lines.append(
+                f"{self.renamed_from} is now {self.repo} on GitHub: stored rows "
+                "use the new name; update ghindex.toml or --repo"
+            )
+        for skip in self.skipped:
+            what = skip["handle"] or f"{self.repo} {skip['surface'].replace('_', ' ')}"
+            lines.append(f"skipped {what}: {skip['reason']} (read again on the next run)")
+        if self.inaccessible:
+            lines.append(
+                f"{self.repo}: {_some(self.inaccessible)} can no longer be read with "
+                "this token (FORBIDDEN) and were kept"
+            )
+        if self.held_back:
+            lines.append(
+                f"{self.repo}: {_some(self.held_back)} look deleted or moved, more "
+                f"than {GUARD_SHARE:.0%} of the stored items, so nothing was removed: "
+                "check the token's access, then run `ghindex fetch --full --force`"
+            )
+        if self.hidden:
+            lines.append(
+                f"{self.repo}: {_some(self.hidden)} stored without the parts this "
+                "token may not see (FORBIDDEN below them)"
+            )
+        return lines
+
+
+@dataclass
+class FetchReport:
+    run_id: str
+    repos: list[RepoReport] = field(default_factory=list)
+    requests: int = 0
+    cost: int = 0
+    client: dict[str, Any] = field(default_factory=dict)
+    rate_limit: dict[str, Any] | None = None
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced, per kind
+    notes: list[str] = field(default_factory=list)  # what the run did besides fetching
+
+    def warnings(self) -> list[str]:
+        return [*self.notes, *(line for repo in self.repos for line in repo.warnings())]
+
+    @property
+    def status(self) -> str:
+        """ok, or partial when some repository has gaps, unreadable or held-back items."""
+        return "partial" if any(r.partial for r in self.repos) else "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "repos": [r.as_dict() for r in self.repos],
+            "requests": self.requests,
+            "cost": self.cost,
+            "client": self.client,
+            "rate_limit": self.rate_limit,
+            "redactions": self.redactions,
+            "warnings": self.warnings(),
+        }
+
+
+@dataclass(frozen=True)
+class _Surface:
+    name: str  # sync_state surface and table
+    pages: Callable[..., Iterator[listings.Page]]
+    save: Callable[[duckdb.DuckDBPyConnection, str, Sequence[Node]], int]
+
+
+_ISSUES = _Surface("issues", listings.issue_pages, items.save_issues)
+_PULLS = _Surface("pull_requests", listings.pull_request_pages, items.save_pull_requests)
+_DISCUSSIONS = _Surface("discussions", listings.discussion_pages, items.save_discussions)
+_THREADS = {s.name: s for s in (_ISSUES, _PULLS, _DISCUSSIONS)}
+
+
+def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
+    """The repositories of `org` that `select` takes, by name."""
+    return [n["nameWithOwner"] for n in listings.owner_repositories(client, org) if select.wants(n)]
+
+
+def chosen_repos(client: GraphQLClient, settings: Settings) -> list[str]:
+    """The repositories a run takes: `repos`, then each of `orgs` as the selection settings
+    choose, each once. An organisation of which nothing is chosen is a mistake to report."""
+    chosen = list(settings.repos)
+    for org in settings.orgs:
+        found = organisation_repos(client, org, settings.select)
+        if not found:
+            raise ConfigError(
+                f"{org} has no repositories that the include/exclude/archived/forks "
+                "settings select: check them in ghindex.toml"
+            )
+        chosen += found
+    return list(dict.fromkeys(chosen))
+
+
+def fetch(
+    state_path: Path,
+    client: GraphQLClient,
+    repos: Sequence[str],
+    *,
+    full: bool = False,
+    force: bool = False,
+    redacted: bool = True,
+    progress: Progress | None = None,
+) -> FetchReport:
+    """Fetch every surface of `repos` into the state database; `force` lets a full run
+    remove more confirmed-gone items than the guard allows; `redacted` (the `redact`
+    setting) keeps secrets out of the stored text."""
+    say = progress or (lambda _msg: None)
+    report = FetchReport(run_id=str(uuid.uuid4()))
+    started = datetime.now(UTC)
+
+    # Phase 1: every repository must exist before anything is written.
+    metadata = []
+    for repo in repos:
+        say(f"{repo}: looking up")
+        metadata.append(listings.repository(client, repo))
+
+    # Phase 2: store page by page.
+    con = open_state(state_path)
+    try:
+        with transaction(con):
+            reread, note = redaction.prepare(con, "github", redacted)
+        con = redaction.compact_if_needed(state_path, con)
+        if note:
+            report.notes.append(note)
+            say(note)
+        try:
+            with redact.tally(redacted) as counts:
+                _fetch_repos(con, client, metadata, report, full or reread, force, say)
+        except GhindexError as exc:
+            report.redactions = dict(counts)
+            _finish(con, report, client, started, "failed", redact.redact(str(exc)))
+            raise
+        except BaseException as exc:
+            report.redactions = dict(counts)
+            error = redact.redact(f"{type(exc).__name__}: {exc}")
+            _finish(con, report, client, started, "failed", error)
+            raise
+        report.redactions = dict(counts)
+        stored = {r for (r,) in con.execute("SELECT repo FROM repos").fetchall()}
+        unread = sorted(stored - {r.repo for r in report.repos}) if reread else []
+        if unread:  # raw text wanted, but these still hold redacted text: say so, keep trying
+            report.notes.append(
+                f"{', '.join(unread[:3])}{' and more' if len(unread) > 3 else ''} still hold "
+                "redacted text: fetch them too (or all at once) to store their raw text"
+            )
+        else:
+            with transaction(con):
+                redaction.record(con, "github", redacted)
+        _finish(con, report, client, started, report.status, None)
+    finally:
+        con.close()
+    return report
+
+
+def _fetch_repos(con, client, metadata: list[Node], report: FetchReport, full: bool,
+                 force: bool, say: Progress) -> None:  # fmt: skip
+    for node in metadata:
+        with transaction(con):
+            old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
+            if old:
+                renames.rename_repo(con, old, node["nameWithOwner"])
+            repo = items.save_repository(con, node)
+        if old:
+            say(f"{old} is now {repo} on GitHub (renamed or transferred): "
+                "its stored rows now use the new name")  # fmt: skip
+        done = RepoReport(repo, renamed_from=old)
+        report.repos.append(done)
+        _sync_repo(con, client, node, done, full, force, say)
+
+
+def _sync_repo(
+    con, client, node: Node, done: RepoReport, full: bool, force: bool, say: Progress
+) -> None:
+    repo = done.repo
+    if node.get("hasIssuesEnabled", True) or full:
+        done.issues = _surface(con, done, "issues", say, _sync_issues, client, full)
+    done.pull_requests = _surface(con, done, "pull_requests", say, _sync_descending, client,
+                                  _PULLS, full)  # fmt: skip
+    if node.get("hasDiscussionsEnabled", True) or full:
+        done.discussions = _surface(con, done, "discussions", say, _sync_descending, client,
+                                    _DISCUSSIONS, full)  # fmt: skip
+    done.releases = _surface(con, done, "releases", say, _sync_releases, client)
+    _read_gaps_again(con, client, done, say)
+    if full:
+        _reconcile(con, client, done, force, say)
+    say(f"{repo}: done" + (" (with gaps, see the summary)" if done.partial else ""))
+
+
+def _surface(con, done: RepoReport, name: str, say: Progress, sync, client, *args) -> int:
+    """Run one surface's sync; a surface GitHub refuses becomes a gap, not a failure."""
+    try:
+        stored = sync(con, client, done, *args, say)
+    except listings.SurfaceRefused as refused:
+        with transaction(con):
+            gaps.record(con, done.repo, name, "", None, refused.gap.reason)
+        done.skipped.append({"surface": name, "handle": None, "reason": refused.gap.reason})
+        say(f"{done.repo}: skipped {name.replace('_', ' ')}: {refused.gap.reason}")
+        return 0
+    with transaction(con):
+        gaps.clear(con, done.repo, name, [""])
+    done.complete.add(name)
+    return stored
+
+
+def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, say: Progress) -> int:
+    """Ascending by updatedAt from the mark: each committed page moves the mark."""
+    repo = done.repo
+    mark = None if full else cursors.get_high_water_mark(con, repo, "issues")
+    since = mark - OVERLAP if mark else None
+    stored = 0
+    for page in listings.issue_pages(client, repo, since):
+        with transaction(con):
+            _store_page(con, done, _ISSUES, page)
+            cursors.set_high_water_mark(
+                con, repo, "issues", newest_update(page.listed), len(page.nodes)
+            )
+        stored += len(page.nodes)
+        say(f"{repo}: {stored} issues")
+    return stored
+
+
+def _sync_descending(
+    con, client: GraphQLClient, done: RepoReport, surface: _Surface, full: bool, say: Progress
+) -> int:
+    """Newest first, stopping at the first item older than the mark.
+
+    The mark moves once the whole pass is stored, because a descending pass only
+    covers everything newer than the mark when it reaches the mark.
+    """
+    repo = done.repo
+    mark = None if full else cursors.get_high_water_mark(con, repo, surface.name)
+    stop_before = mark - OVERLAP if mark else None
+    stored = 0
+    newest: datetime | None = None
+    for page in surface.pages(client, repo):
+        fresh = {n["id"] for n in page.listed if _newer(n, stop_before)}
+        kept = listings.Page(
+            listed=[n for n in page.listed if n["id"] in fresh],
+            nodes=[n for n in page.nodes if n["id"] in fresh],
+            gaps=[g for g in page.gaps if g.node_id in fresh],
+            gone=page.gone,
+            hidden=[n for n in page.hidden if n["id"] in fresh],
+        )
+        with transaction(con):
+            _store_page(con, done, surface, kept)
+        stored += len(kept.nodes)
+        newest = max([newest, newest_update(kept.listed)], key=_sortable)
+        say(f"{repo}: {stored} {surface.name.replace('_', ' ')}")
+        if len(kept.listed) < len(page.listed):
+            break
+    with transaction(con):
+        cursors.set_high_water_mark(con, repo, surface.name, newest, stored)
+    return stored
+
+
+def _store_page(con, done: RepoReport, surface: _Surface, page: listings.Page) -> None:
+    """One page's items, its gaps and the items GitHub deleted while it was read."""
+    repo = done.repo
+    surface.save(con, repo, page.nodes)
+    gaps.clear(con, repo, surface.name, [n["id"] for n in page.nodes])
+    done.hidden += [items.issue_handle(repo, n["number"]) for n in page.hidden]
+    for gap in page.gaps:
+        handle = items.issue_handle(repo, gap.number) if gap.number is not None else None
+        gaps.record(con, repo, surface.name, gap.node_id, handle, gap.reason)
+        done.skipped.append({"surface": surface.name, "handle": handle, "reason": gap.reason})
+    handles = [items.issue_handle(repo, n["number"]) for n in page.gone]
+    items.delete_items(con, surface.name, handles)
+    gaps.clear(con, repo, surface.name, [n["id"] for n in page.gone])
+    done.deleted += handles
+
+
+def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) -> int:
+    """Every release, every run; only a complete list replaces the stored one."""
+    repo = done.repo
+    pages = list(listings.release_pages(client, repo))
+    skipped = [gap for page in pages for gap in page.gaps]
+    if skipped:
+        raise listings.SurfaceRefused(
+            listings.Gap("releases", f"{len(skipped)} releases unreadable: {skipped[0].reason}")
+        )
+    nodes = [node for page in pages for node in page.nodes]
+    with transaction(con):
+        stored = items.replace_releases(con, repo, nodes)
+        cursors.set_high_water_mark(con, repo, "releases", newest_update(nodes), stored)
+    say(f"{repo}: {stored} releases")
+    return stored
+
+
+def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
+    """Items an earlier page (of this run or one before) could not give, read by id."""
+    repo = done.repo
+    rows = gaps.waiting(con, repo)
+    if not rows:
+        return
+    pending: dict[str, list[str]] = {}
+    for surface, node_id, _handle in rows:
+        pending.setdefault(surface, []).append(node_id)
+    known = {node_id: handle for _surface, node_id, handle in rows}
+    say(f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
+        "answered with errors")  # fmt: skip
+    # Item gaps met by this run's pages are read now, and counted from the answer.
+    done.skipped = [s for s in done.skipped if s["handle"] is None]
+    try:
+        located = listings.items_by_id(client, pending)
+    except RateLimited:
+        raise
+    except GitHubError as exc:
+        # The gaps stay for the next run; this one goes on (and removes nothing for them).
+        reason = f"could not read them again: {exc}"
+        done.skipped += [
+            {"surface": surface, "handle": handle, "reason": reason}
+            for surface, _node_id, handle in rows
+        ]
+        return
+    with transaction(con):
+        for name, where in located.items():
+            surface = _THREADS[name]
+            places = {i: _where(n, repo, name) for i, n in where.found.items()}
+            here = [where.found[i] for i, place in places.items() if place == "here"]
+            moved = [i for i, place in places.items() if place == "moved"]
+            unreadable = {**where.unreadable, **{
+                i: "GitHub did not say which repository it is in"
+                for i, place in places.items() if place == "unknown"
+            }}  # fmt: skip
+            setattr(done, name, getattr(done, name) + surface.save(con, repo, here))
+            gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
+            items.delete_items(con, name, gone)
+            done.deleted += [known[i] for i in where.gone if known.get(i)]
+            done.transferred += [known[i] for i in moved if known.get(i)]
+            gaps.clear(con, repo, name, [*(n["id"] for n in here), *where.gone, *moved])
+            for node_id, reason in unreadable.items():
+                gaps.record(con, repo, name, node_id, known.get(node_id), reason)
+                done.skipped.append({"surface": name, "handle": known.get(node_id),
+                                     "reason": reason})  # fmt: skip
+
+
+def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Progress) -> None:
+    """After complete listings: confirm each missing item with GitHub, then remove it."""
+    repo = done.repo
+    start = _run_start(con, repo)
+    waiting = {node_id for ids in gaps.items(con, repo).values() for node_id in ids}
+    candidates = {
+        node_id: (table, handle)
+        for table in ("issues", "pull_requests", "discussions")
+        if table in done.complete  # an incomplete listing proves nothing
+        for handle, node_id in con.execute(
+            f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
+            [repo, start],
+        ).fetchall()
+        if node_id and node_id not in waiting
+    }
+    if not candidates:
+        return
+    say(f"{repo}: confirming {len(candidates)} items missing from the listings")
+    where = listings.locate(client, list(candidates))
+    places = {i: _where(n, repo, candidates[i][0]) for i, n in where.found.items()}
+    unknown = {i for i, place in places.items() if place == "unknown"}
+    done.inaccessible = sorted(candidates[i][1] for i in [*where.unreadable, *unknown])
+    moved = {i for i, place in places.items() if place == "moved"}
+    removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
+    if not removals:
+        return
+    stored = _stored_items(con, repo)
+    if not force and len(removals) > GUARD_MIN and len(removals) > GUARD_SHARE * stored:
+        done.held_back = [candidates[i][1] for i in removals]
+        say(f"{repo}: {len(removals)} of {stored} stored items look deleted or moved; "
+            f"nothing was removed (more than {GUARD_SHARE:.0%}): check the token's access, "
+            "then run `ghindex fetch --full --force` to remove them")  # fmt: skip
+        return
+    gone: dict[str, list[str]] = {}
+    for node_id in removals:
+        table, handle = candidates[node_id]
+        gone.setdefault(table, []).append(handle)
+        (done.transferred if node_id in moved else done.deleted).append(handle)
+    with transaction(con):
+        for table, handles in gone.items():
+            items.delete_items(con, table, handles)
+
+
+def _some(handles: Sequence[str], shown: int = 3) -> str:
+    """ "3 items (octo/a#1, octo/a#2, octo/a#5)", at most `shown` named."""
+    more = f", +{len(handles) - shown} more" if len(handles) > shown else ""
+    noun = "item" if len(handles) == 1 else "items"
+    return f"{len(handles)} {noun} ({', '.join(handles[:shown])}{more})"
+
+
+def _where(node: Node, repo: str, table: str) -> str:
+    """Where a found item lives now: "here", "moved" (another repository, or another
+    kind of item: an issue converted to a discussion answers as a Discussion), or
+    "unknown" (GitHub did not say which repository)."""
+    typename = node.get("__typename")
+    if typename and typename != listings.TYPENAMES[table]:
+        return "moved"
+    name = (node.get("repository") or {}).get("nameWithOwner")
+    if not isinstance(name, str):
+        return "unknown"
+    return "here" if name == repo else "moved"
+
+
+def _stored_items(con, repo: str) -> int:
+    return sum(
+        con.execute(f"SELECT count(*) FROM {table} WHERE repo = ?", [repo]).fetchone()[0]
+        for table in ("issues", "pull_requests", "discussions")
+    )
+
+
+def _run_start(con, repo: str) -> datetime:
+    """Rows of this repo fetched before this run's repository row was written."""
+    return con.execute("SELECT fetched_at FROM repos WHERE repo = ?", [repo]).fetchall()[0][0]
+
+
+def _finish(con, report: FetchReport, client, started, status: str, error: str | None) -> None:
+    stats = client.stats() if hasattr(client, "stats") else {"requests": client.requests}
+    report.requests = stats.get("requests", 0)
+    report.cost = stats.get("cost", 0)
+    report.client = stats
+    report.rate_limit = _rate_limit_figures(client.last_rate_limit)
+    with transaction(con):
+        cursors.record_run(
+            con,
+            run_id=report.run_id,
+            command="fetch",
+            started_at=started,
+            status=status,
+            repos=[r.repo for r in report.repos],
+            stats=report.as_dict(),
+            error=error,
+            requests=report.requests,
+            cost=report.cost,
+        )
+
+
+def _rate_limit_figures(answer: Any) -> dict[str, Any] | None:
+    """Only the rate-limit figures ghindex reads, as plain numbers and a time: nothing
+    else GitHub put there is kept."""
+    if not isinstance(answer, dict):
+        return None
+    kept = {k: answer[k] for k in ("cost", "remaining") if isinstance(answer.get(k), int)}
+    if isinstance(answer.get("resetAt"), str) and len(answer["resetAt"]) <= 40:
+        kept["resetAt"] = answer["resetAt"]
+    return kept
+
+
+def _newer(node: Node, limit: datetime | None) -> bool:
+    return limit is None or github_time(node["updatedAt"]) >= limit
+
+
+def _sortable(value: datetime | None) -> datetime:
+    return value or datetime.min.replace(tzinfo=UTC)

@@ -1,0 +1,221 @@
+"""`ghindex build`: documents → chunks → embeddings (cached) → LanceDB + manifest.
+
+Only texts whose sha256 is not in the embedding cache go through the model; the
+model is not even loaded when nothing is new. The `chunks` table is brought to
+exactly the current set of chunks by a merge on chunk id, so unchanged rows keep
+their data files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ghindex import __version__
+from ghindex.config import Settings
+from ghindex.errors import StateError
+from ghindex.gitsource.doc_links import replace_doc_links
+from ghindex.index import table as index
+from ghindex.index.chunking import ChunkSettings, chunk_document
+from ghindex.index.documents import DocumentSettings, iter_documents
+from ghindex.index.embed import Embedder, canonical_model_name
+from ghindex.state import cursors, gaps, redact, redaction
+from ghindex.state.database import open_state, transaction
+
+FORMAT_VERSION = 1
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BuildReport:
+    model: str
+    dimension: int
+    documents: int
+    chunks: int
+    embedded: int
+    from_cache: int
+    inserted: int
+    updated: int
+    deleted: int
+    seconds: float
+    counts: dict[str, int]
+    git: list[dict[str, Any]] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in git text
+    notes: list[str] = field(default_factory=list)  # what the build did besides indexing
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GitSource:
+    """A local clone to read docs and commits (or wiki pages) from."""
+
+    path: Path
+    wiki: bool = False
+    repo: str | None = None  # owner/name; read from the clone's origin remote when None
+
+
+def build(
+    settings: Settings,
+    *,
+    model: str | None = None,
+    full: bool = False,
+    git: Sequence[GitSource] = (),
+    chunking: ChunkSettings | None = None,
+    doc_settings: DocumentSettings | None = None,
+    embedder_factory: Callable[[str], Embedder] = Embedder,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Index the state database of `settings.workdir` into `settings.lance_path`."""
+    say = progress or (lambda _msg: None)
+    started = time.perf_counter()
+    started_at = datetime.now(UTC)
+    chunking = chunking or ChunkSettings()
+    doc_settings = doc_settings or DocumentSettings(
+        min_comment_chars=settings.min_comment_chars,
+        index_bots=settings.index_bots,
+        skip_types=settings.skip_types,
+    )
+    model_name = canonical_model_name(model or settings.model)
+
+    if not settings.state_path.exists() and not git:
+        raise StateError(f"no state database at {settings.state_path}: run `ghindex fetch` first")
+    db = index.connect(settings.lance_path)
+    if full:
+        index.drop_chunks(db)
+    index.check_model(db, settings.lance_path, model_name)
+
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            reread, note = redaction.prepare(con, "git", settings.redact)
+        con = redaction.compact_if_needed(settings.state_path, con)
+        notes = [note] if note else []
+        if reread and not git:
+            notes.append("the stored git text stays redacted until a build with --git or "
+                         "--wiki reads it again")  # fmt: skip
+        for line in notes:
+            say(line)
+        with redact.tally(settings.redact) as redactions:
+            git_reports = [_sync_git(con, source, full or reread, say) for source in git]
+        if git and (reread or not redaction.stored(con, "git")):
+            with transaction(con):
+                redaction.record(con, "git", settings.redact)
+        prune = redaction.index_stale(con)
+        documents = list(iter_documents(con, doc_settings))
+        say(f"{len(documents)} documents")
+        chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
+        hashes = list(dict.fromkeys(c.content_hash for c in chunks))
+        vectors = index.cached_vectors(db, model_name, hashes)
+        missing = [h for h in hashes if h not in vectors]
+        texts = {c.content_hash: c.text for c in chunks}
+        dimension = index.cache_dimension(db, model_name) or 0
+        if missing or not dimension:
+            say(f"loading model {model_name}")
+            embedder = embedder_factory(model_name)
+            dimension = embedder.dimension
+            say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
+            new_vectors = embedder.encode([texts[h] for h in missing])
+            index.add_to_cache(db, model_name, missing, new_vectors)
+            vectors.update(zip(missing, new_vectors, strict=True))
+        say("writing the index")
+        # After text was redacted in place, older table versions and the full-text index
+        # still hold the raw text: prune them so that no snapshot carries it.
+        written = index.write_chunks(db, model_name, chunks, vectors, dimension, prune=prune)
+        with transaction(con):
+            redaction.record_index(con)
+        counts = dict(sorted(Counter(d.type for d in documents).items()))
+        report = BuildReport(
+            model=model_name,
+            dimension=dimension,
+            documents=len(documents),
+            chunks=len(chunks),
+            embedded=len(missing),
+            from_cache=len(hashes) - len(missing),
+            seconds=round(time.perf_counter() - started, 3),
+            counts=counts,
+            git=git_reports,
+            redactions=dict(redactions),
+            notes=notes,
+            **written,
+        )
+        write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
+        with transaction(con):
+            cursors.record_run(
+                con,
+                run_id=str(uuid.uuid4()),
+                command="build",
+                started_at=started_at,
+                status="ok",
+                stats=report.as_dict(),
+            )
+    finally:
+        con.close()
+    return report
+
+
+def _sync_git(con, source: GitSource, full: bool, say: Progress) -> dict[str, Any]:
+    """Bring the docs, commits (or wiki pages) of one clone into the state."""
+    from ghindex import gitsource
+
+    remote = None if source.repo else gitsource.repo_from_remote(source.path)
+    repo = source.repo or remote.repo
+    web = {"web_url": remote.web_url} if remote else {}
+    say(f"{repo}: reading {'wiki' if source.wiki else 'git'} sources from {source.path}")
+    sync = gitsource.sync_wiki if source.wiki else gitsource.sync_git
+    report = sync(con, repo, source.path, full=full, **web).as_dict()
+    with transaction(con):
+        report["links"] = replace_doc_links(con, repo)
+    return report
+
+
+def write_manifest(
+    path: Path,
+    con,
+    report: BuildReport,
+    chunking: ChunkSettings,
+    doc_settings: DocumentSettings,
+) -> None:
+    """The workdir's manifest: what the index holds and how it was built."""
+    repos: dict[str, dict[str, Any]] = {}
+    for repo, surface, mark in con.execute(
+        "SELECT r.repo, s.surface, s.high_water_mark FROM repos r "
+        "LEFT JOIN sync_state s USING (repo) ORDER BY 1, 2"
+    ).fetchall():
+        cursors = repos.setdefault(repo, {"cursors": {}})["cursors"]
+        if surface:
+            cursors[surface] = mark.isoformat() if mark else None
+    for repo, health in gaps.health(con).items():
+        if repo in repos:
+            repos[repo]["fetch"] = health
+    redacted = redaction.stored_counts(con)
+    manifest = {
+        "build_id": uuid.uuid4().hex[:12],
+        "format_version": FORMAT_VERSION,
+        "ghindex_version": __version__,
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "repos": repos,
+        "model": {"name": report.model, "dimension": report.dimension},
+        "chunking": chunking.as_dict(),
+        "documents": doc_settings.as_dict(),
+        "counts": {**report.counts, "chunks": report.chunks},
+        "redaction": {"rules": redaction.state_of(con), "redacted": redacted},
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,123 @@
+"""`ghindex merge`: combine workdirs built separately (shards of an organisation,
+one job per group of repositories) into one, without embedding anything again.
+
+Every table of each shard's state database is copied into the target's (rows
+are keyed by handle, so a repository present in two shards keeps one copy), and
+each shard's embedding cache joins the target's. The following `build` then
+finds every chunk's vector in the cache: the merged index costs no model calls.
+Shards built with different embedding models are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghindex.errors import IndexUnusable, StateError
+from ghindex.index import table as index
+from ghindex.snapshot.local import live_root
+from ghindex.state import redaction
+from ghindex.state.database import open_state, transaction
+from ghindex.state.rows import replace_from
+
+_SKIP = {"schema_migrations"}
+
+
+@dataclass
+class MergeReport:
+    shards: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    vectors: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def merge(
+    target: Path, shards: Sequence[Path], model: str, *, redacted: bool = True
+) -> MergeReport:
+    """Copy every shard's state and embedding cache into the workdir `target`; the
+    merged text is then brought in line with the `redact` setting (`redacted`)."""
+    report = MergeReport()
+    shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
+    for shard in shards:
+        if not (shard / "state.duckdb").exists():
+            raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")
+        if shard.resolve() == target.resolve():
+            raise StateError(f"{shard} is the target workdir itself")
+    con = open_state(target / "state.duckdb")
+    # what the target's own rows went through counts too (it may hold raw text)
+    seen: dict[str, set[str | None]] = {
+        source: {redaction.stored(con, source)} if redaction.has_rows(con, source) else set()
+        for source in redaction.SOURCES
+    }
+    try:
+        # every table of the schema has a primary key: a shard's row replaces the one
+        # with the same key, so a repository in two shards ends up once
+        keys = {
+            name: columns
+            for name, columns in con.execute(
+                "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
+                "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
+            ).fetchall()
+            if name not in _SKIP
+        }
+        for number, shard in enumerate(shards):
+            open_state(shard / "state.duckdb").close()  # bring the shard's schema up to date
+            alias = f"shard{number}"
+            con.execute(f"ATTACH '{_quoted(shard / 'state.duckdb')}' AS {alias} (READ_ONLY)")
+            try:
+                for source in redaction.SOURCES:
+                    seen[source].add(redaction.stored(con, source, schema=alias))
+                with transaction(con):
+                    for table, columns in keys.items():
+                        source = f"{alias}.{table}"
+                        replace_from(con, f"main.{table}", source, columns)
+                        copied = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+                        report.rows[table] = report.rows.get(table, 0) + copied
+            finally:
+                con.execute(f"DETACH {alias}")
+            report.shards.append(str(shard))
+        with transaction(con):
+            for source, values in seen.items():
+                if len(values) > 1:  # shards disagree: treat the merged text as unknown
+                    redaction.forget(con, source)
+                report.notes += [n for n in [redaction.prepare(con, source, redacted)[1]] if n]
+        con = redaction.compact_if_needed(target / "state.duckdb", con)
+    finally:
+        con.close()
+    report.vectors = _merge_caches(target, shards, model)
+    return report
+
+
+def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:
+    import numpy as np
+
+    db = index.connect(target / "lance")
+    added = 0
+    for shard in shards:
+        source = index.connect(shard / "lance")
+        built = index.index_model(source)
+        if built and built[0] != model:
+            raise IndexUnusable(
+                f"{shard} was built with model {built[0]!r}, not {model!r}: build every shard "
+                "with the same --model"
+            )
+        name = index.cache_table(model)
+        if name not in index.table_names(source):
+            continue
+        rows = source.open_table(name).to_arrow()
+        if rows.num_rows == 0:
+            continue
+        flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+        vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
+        index.add_to_cache(db, model, rows.column("content_hash").to_pylist(), vectors)
+        added += rows.num_rows
+    return added
+
+
+def _quoted(path: Path) -> str:
+    return str(path.resolve()).replace("'", "''")

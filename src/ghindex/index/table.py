@@ -1,0 +1,326 @@
+"""The LanceDB side of a snapshot: the `chunks` table and the embedding cache.
+
+`chunks` holds one row per chunk with its vector, its text (full-text indexed)
+and the metadata filters test. Its schema here is the single source of truth.
+The table's schema metadata records the embedding model; writing vectors of
+another model into it is refused, never mixed.
+
+`embeddings` maps the sha256 of an embedded text to its vector. It outlives the
+chunks that produced it, so relabelling an issue, reordering documents or
+rebuilding an unchanged repository costs no model calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ghindex.errors import IndexUnusable
+from ghindex.index.chunking import Chunk
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+import lancedb
+from lancedb.index import FTS, IvfHnswSq
+
+CHUNKS = "chunks"
+EMBEDDINGS_PREFIX = "embeddings_"
+MODEL_KEY = b"ghindex.model"
+DIMENSION_KEY = b"ghindex.dimension"
+
+
+def chunks_schema(model: str, dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("handle", pa.string(), nullable=False),
+            pa.field("entity", pa.string(), nullable=False),
+            pa.field("entity_type", pa.string(), nullable=False),
+            pa.field("repo", pa.string(), nullable=False),
+            pa.field("type", pa.string(), nullable=False),
+            pa.field("number", pa.int64()),
+            pa.field("chunk_index", pa.int32(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+            pa.field("state", pa.string()),
+            pa.field("labels", pa.list_(pa.string())),
+            pa.field("author", pa.string()),
+            pa.field("author_association", pa.string()),
+            pa.field("assignees", pa.list_(pa.string())),
+            pa.field("milestone", pa.string()),
+            pa.field("path", pa.string()),
+            pa.field("created_at", pa.timestamp("us", tz="UTC")),
+            pa.field("updated_at", pa.timestamp("us", tz="UTC")),
+            pa.field("url", pa.string()),
+            pa.field("content_hash", pa.string(), nullable=False),
+            # hash of every column a reader sees: rows whose row_hash is unchanged
+            # are not rewritten by a rebuild
+            pa.field("row_hash", pa.string(), nullable=False),
+        ],
+        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+    )
+
+
+def embeddings_schema(model: str, dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ],
+        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+    )
+
+
+def connect(path: Path) -> lancedb.DBConnection:
+    return lancedb.connect(str(path))
+
+
+def table_names(db: lancedb.DBConnection) -> list[str]:
+    return list(db.list_tables().tables)
+
+
+def cache_table(model: str) -> str:
+    """The embedding cache table of `model`."""
+    return EMBEDDINGS_PREFIX + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+
+
+def index_model(db: lancedb.DBConnection) -> tuple[str, int] | None:
+    """(model, dimension) the chunks were embedded with, or None when there are none."""
+    if CHUNKS in table_names(db):
+        return _table_model(db.open_table(CHUNKS))
+    return None
+
+
+def cache_dimension(db: lancedb.DBConnection, model: str) -> int | None:
+    name = cache_table(model)
+    if name not in table_names(db):
+        return None
+    found = _table_model(db.open_table(name))
+    return found[1] if found else None
+
+
+def _table_model(table) -> tuple[str, int] | None:
+    meta = table.schema.metadata or {}
+    if MODEL_KEY not in meta:
+        return None
+    return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
+
+
+def check_model(db: lancedb.DBConnection, path: Path, model: str) -> None:
+    built = index_model(db)
+    if built and built[0] != model:
+        raise IndexUnusable(
+            f"the index in {path} was built with model {built[0]!r}, not {model!r}: "
+            f"pass --model {built[0]!r}, or --full to rebuild the index with the new model "
+            "(cached vectors of both models are kept)"
+        )
+
+
+def drop_chunks(db: lancedb.DBConnection) -> None:
+    """Forget the chunks (the embedding caches stay: vectors do not depend on chunks)."""
+    if CHUNKS in table_names(db):
+        db.drop_table(CHUNKS)
+
+
+def cached_vectors(
+    db: lancedb.DBConnection, model: str, hashes: Iterable[str]
+) -> dict[str, np.ndarray]:
+    """Vectors `model` already computed for these content hashes."""
+    wanted = pa.array(sorted(set(hashes)), pa.string())
+    name = cache_table(model)
+    if name not in table_names(db) or len(wanted) == 0:
+        return {}
+    table = db.open_table(name).to_arrow()
+    table = table.filter(pc.is_in(table.column("content_hash"), value_set=wanted))
+    if table.num_rows == 0:
+        return {}
+    keys = table.column("content_hash").to_pylist()
+    flat = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+    matrix = flat.reshape(len(keys), -1)
+    return {key: matrix[row] for row, key in enumerate(keys)}
+
+
+def add_to_cache(
+    db: lancedb.DBConnection, model: str, hashes: Sequence[str], vectors: np.ndarray
+) -> None:
+    if not hashes:
+        return
+    dimension = vectors.shape[1]
+    schema = embeddings_schema(model, dimension)
+    batch = pa.table(
+        {
+            "content_hash": pa.array(hashes, pa.string()),
+            "vector": _vector_array(vectors, dimension),
+        },
+        schema=schema,
+    )
+    name = cache_table(model)
+    if name in table_names(db):
+        table = db.open_table(name)
+        table.merge_insert("content_hash").when_not_matched_insert_all().execute(batch)
+        maintain(table)
+    else:
+        db.create_table(name, batch, schema=schema)
+
+
+def write_chunks(
+    db: lancedb.DBConnection,
+    model: str,
+    chunks: Sequence[Chunk],
+    vectors: dict[str, np.ndarray],
+    dimension: int,
+    *,
+    prune: bool = False,
+) -> dict[str, int]:
+    """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted.
+    `prune` compacts the table and drops its older versions now (see `maintain`)."""
+    schema = chunks_schema(model, dimension)
+    table_data = _chunk_rows(chunks, vectors, schema, dimension)
+    if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
+        # written by another ghindex version: recreate it (vectors come from the cache)
+        db.drop_table(CHUNKS)
+    if CHUNKS not in table_names(db):
+        table = db.create_table(CHUNKS, table_data, schema=schema)
+        result = {"inserted": table_data.num_rows, "updated": 0, "deleted": 0}
+    else:
+        table = db.open_table(CHUNKS)
+        merged = (
+            table.merge_insert("id")
+            .when_matched_update_all(where="target.row_hash != source.row_hash")
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete()
+            .execute(table_data)
+        )
+        result = {
+            "inserted": merged.num_inserted_rows,
+            "updated": merged.num_updated_rows,
+            "deleted": merged.num_deleted_rows,
+        }
+    _ensure_fts(table, prune)
+    return result
+
+
+def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.remove_metadata().equals(b.remove_metadata())
+
+
+# LanceDB's only maintenance call, optimize(), compacts (rewriting every small
+# fragment), refreshes indices and prunes old versions together. Run on every build it
+# would make each snapshot re-upload the whole table, so it runs when versions or
+# fragments pile up, or when much of the table is missing from the full-text index
+# (those rows are still found, by a slower scan). Between runs a build adds only its
+# own new files.
+MAINTAIN_VERSIONS = 24
+MAINTAIN_FRAGMENTS = 32
+REINDEX_SHARE = 0.10
+
+
+# Below this many chunks an exact scan is fast enough (bench/README.md: ~1.2 µs a
+# chunk); above it an IVF_HNSW_SQ index answers in a few ms at recall@10 ≈ 0.95, and
+# search refines its candidates with exact distances.
+VECTOR_INDEX_ROWS = 50_000
+
+
+def _ensure_fts(table, prune: bool = False) -> None:
+    indices = table.list_indices()
+    fts = [i for i in indices if i.index_type == "FTS"]
+    if not fts:
+        table.create_index("text", config=FTS(with_position=False))
+    ensure_vector_index(table)
+    maintain(table, unindexed=(fts[0].num_unindexed_rows or 0) if fts else 0, force=prune)
+
+
+def has_vector_index(table) -> bool:
+    return any(i.columns == ["vector"] for i in table.list_indices())
+
+
+def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_ROWS) -> bool:
+    """Build the ANN index once the table is large enough; True when one exists."""
+    if has_vector_index(table):
+        return True
+    if table.count_rows() < min_rows:
+        return False
+    table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+    return True
+
+
+def maintain(table, *, unindexed: int = 0, force: bool = False) -> bool:
+    """Compact, reindex and prune the table when it is due; True when it ran."""
+    stats = table.stats()
+    due = (
+        force
+        or len(table.list_versions()) > MAINTAIN_VERSIONS
+        or stats["fragment_stats"]["num_fragments"] > MAINTAIN_FRAGMENTS
+        or unindexed > REINDEX_SHARE * max(stats["num_rows"], 1)
+    )
+    if due:
+        with warnings.catch_warnings():
+            # it warns that readers of older versions would fail: a build is the only
+            # writer and reader of its workdir's tables
+            warnings.simplefilter("ignore", UserWarning)
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    return due
+
+
+def _chunk_rows(
+    chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], schema: pa.Schema, dimension: int
+) -> pa.Table:
+    matrix = (
+        np.stack([vectors[c.content_hash] for c in chunks]).astype(np.float32)
+        if chunks
+        else np.zeros((0, dimension), dtype=np.float32)
+    )
+    docs = [c.document for c in chunks]
+    columns = {
+        "id": [c.id for c in chunks],
+        "handle": [d.handle for d in docs],
+        "entity": [d.entity for d in docs],
+        "entity_type": [d.entity_type for d in docs],
+        "repo": [d.repo for d in docs],
+        "type": [d.type for d in docs],
+        "number": [d.number for d in docs],
+        "chunk_index": [c.index for c in chunks],
+        "title": [d.title for d in docs],
+        "text": [c.text for c in chunks],
+        "vector": _vector_array(matrix, dimension),
+        "state": [d.state for d in docs],
+        "labels": [list(d.labels) for d in docs],
+        "author": [d.author for d in docs],
+        "author_association": [d.author_association for d in docs],
+        "assignees": [list(d.assignees) for d in docs],
+        "milestone": [d.milestone for d in docs],
+        "path": [d.path for d in docs],
+        "created_at": [d.created_at for d in docs],
+        "updated_at": [d.updated_at for d in docs],
+        "url": [d.url for d in docs],
+        "content_hash": [c.content_hash for c in chunks],
+    }
+    visible = [values for name, values in columns.items() if name != "vector"]
+    columns["row_hash"] = [_row_hash(row) for row in zip(*visible, strict=True)]
+    return pa.table(
+        {
+            name: pa.array(values, schema.field(name).type) if name != "vector" else values
+            for name, values in columns.items()
+        },
+        schema=schema,
+    )
+
+
+def _row_hash(values: tuple) -> str:
+    encoded = json.dumps(values, default=str, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def _vector_array(matrix: np.ndarray, dimension: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel(), pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, dimension)

@@ -1,0 +1,1 @@
+"""The bundled sample (real GitHub data recorded by github3.py) and the offline demo on it."""

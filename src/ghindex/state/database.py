@@ -1,0 +1,131 @@
+"""Opening the state database and bringing its schema up to date.
+
+The schema is the ordered list of SQL files in `store/migrations/`: the single
+source of truth for every table. Each file runs once, in its own transaction,
+and is recorded in `schema_migrations`; a database that has a migration this
+ghindex does not know was written by a newer ghindex and is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from ghindex.errors import StateError, first_line
+
+
+def migrations() -> list[tuple[str, str]]:
+    """(name, sql) of every migration, in the order they apply."""
+    folder = resources.files("ghindex.state") / "migrations"
+    files = sorted(f.name for f in folder.iterdir() if f.name.endswith(".sql"))
+    return [(name.removesuffix(".sql"), (folder / name).read_text("utf-8")) for name in files]
+
+
+def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating and migrating if needed) the state database at `path`."""
+    if read_only and not path.exists():
+        raise StateError(f"no state database at {path}: run `ghindex fetch` first")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = _connect(path, read_only)
+    con.execute("SET TimeZone = 'UTC'")
+    try:
+        _migrate(con, path, read_only=read_only)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+# Another process may hold the file for a moment (a server copying it, a reader):
+# wait this long for it before giving up.
+LOCK_WAIT = 60.0
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + LOCK_WAIT
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            locked = "lock" in str(exc).lower()
+            if not locked or time.monotonic() > deadline:
+                holder = " (another process holds it)" if locked else ""
+                raise StateError(
+                    f"cannot open {path}{holder}: {first_line(exc)}; retry when it is free"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def compact(path: Path) -> None:
+    """Rewrite the database file with only its live rows. DuckDB leaves the old values
+    of updated rows in freed blocks of the file: after text was redacted in place, they
+    are raw secrets, so the file is copied whole into a new one that replaces it."""
+    fresh = path.with_name(path.name + ".compact")
+    fresh.unlink(missing_ok=True)
+    con = _connect(path, read_only=False)
+    try:
+        con.execute(f"ATTACH '{_quoted(fresh)}' AS compacted")
+        (name,) = con.execute("SELECT current_database()").fetchone()
+        con.execute(f'COPY FROM DATABASE "{name}" TO compacted')
+        con.execute("DETACH compacted")
+    finally:
+        con.close()
+    fresh.replace(path)
+    path.with_name(path.name + ".wal").unlink(missing_ok=True)
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Everything inside commits together or not at all."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> None:
+    known = migrations()
+    has_table = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+    ).fetchall()[0][0]
+    applied = (
+        {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        if has_table
+        else set()
+    )
+    unknown = applied - {name for name, _ in known}
+    if unknown:
+        raise StateError(
+            f"{path} was written by a newer ghindex (migration {sorted(unknown)[-1]}): "
+            "upgrade ghindex"
+        )
+    pending = [(name, sql) for name, sql in known if name not in applied]
+    if not pending:
+        return
+    if read_only:
+        raise StateError(
+            f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
+        )
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
+    )
+    for name, sql in pending:
+        with transaction(con):
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations VALUES (?, now())", [name])

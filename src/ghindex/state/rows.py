@@ -1,0 +1,116 @@
+"""Small helpers every saver shares: batch upserts and GitHub's time format.
+
+Every row written through `upsert` and `insert` has its text columns redacted first
+(`ghindex.state.redact.scrub_rows`): this is the one place text enters the state database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ghindex.state.redact import scrub_rows
+
+Node = dict[str, Any]
+Row = dict[str, Any]
+
+
+def upsert(
+    con: duckdb.DuckDBPyConnection, table: str, key: str | tuple[str, ...], rows: Sequence[Row]
+) -> None:
+    """Insert rows, replacing any existing row with the same key."""
+    if not rows:
+        return
+    keys = (key,) if isinstance(key, str) else key
+    batch = list(scrub_rows(table, unique(rows, keys)))
+    con.register("_batch", pa.Table.from_pylist(batch))
+    try:
+        replace_from(con, table, "_batch", keys)
+    finally:
+        con.unregister("_batch")
+
+
+def replace_from(
+    con: duckdb.DuckDBPyConnection, table: str, source: str, keys: Sequence[str]
+) -> None:
+    """Copy every row of the relation `source` into `table`, replacing rows whose key
+    (`keys`) matches one of them."""
+    match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM {source} s WHERE {match})")
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
+
+
+def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Row]) -> None:
+    if not rows:
+        return
+    con.register("_batch", pa.Table.from_pylist(list(scrub_rows(table, rows))))
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
+    finally:
+        con.unregister("_batch")
+
+
+def delete_where_in(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, values: Sequence[str]
+) -> None:
+    if values:
+        con.execute(f"DELETE FROM {table} WHERE list_contains(?, {column})", [list(values)])
+
+
+def unique(rows: Sequence[Row], key: tuple[str, ...]) -> list[Row]:
+    """The last row for each key, in first-seen order."""
+    return list({tuple(row[k] for k in key): row for row in rows}.values())
+
+
+def github_time(value: str) -> datetime:
+    """A GitHub DateTime ('2015-03-01T12:00:00Z') as an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def iso_time(value: datetime | None) -> str | None:
+    """The other way: a UTC time as GitHub writes it, 'Z' for '+00:00'."""
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def newest_update(nodes: Sequence[Node]) -> datetime | None:
+    """The latest `updatedAt` among nodes, or None for no nodes."""
+    return max((github_time(n["updatedAt"]) for n in nodes), default=None)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def login(actor: Node | None) -> str | None:
+    return (actor or {}).get("login")
+
+
+# GitHub's stand-in for a deleted account: GraphQL answers `author: null`, the web and
+# the REST API show the user "ghost". Stored the same way, so the author is never blank.
+GHOST = {"__typename": "User", "login": "ghost"}
+
+
+def author_of(node: Node) -> Node:
+    """The author of a comment, item or release, with "ghost" for a deleted account."""
+    return node.get("author") or GHOST
+
+
+def count(connection: Node | None) -> int | None:
+    return (connection or {}).get("totalCount")
+
+
+def nodes_of(connection: Node | None) -> list[Node]:
+    """The nodes of a connection that was read to its end.
+
+    Replacing children from a partial listing would delete real rows, so a
+    connection with more pages is a bug in the caller, not something to store.
+    """
+    if connection is None:
+        return []
+    if (connection.get("pageInfo") or {}).get("hasNextPage"):
+        raise ValueError("refusing to store a connection that was not read to its end")
+    return [n for n in connection.get("nodes") or [] if n]

@@ -1,1 +1,0 @@
-"""The state database: schema migrations and saving fetched nodes (no network)."""
