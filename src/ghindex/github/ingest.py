@@ -25,7 +25,8 @@ removed and the run says why; `force` removes them anyway.
 What GitHub answers with an error (one item of a page, a surface the token may not
 read) is left out, recorded in `fetch_gaps` and in the run's report, and the rest
 is stored: items are read again by node id on the next run, a refused surface
-keeps its mark. docs/github-behaviour.md lists each case.
+keeps its mark. docs/github-behaviour.md lists each case. Reading items again by
+node id and confirming removals (with the guard) are in `github/reconcile.py`.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from typing import Any
 import duckdb
 
 from ghindex.config import RepoSelection, Settings
-from ghindex.errors import ConfigError, GhindexError, GitHubError, RateLimited
+from ghindex.errors import ConfigError, GhindexError
 from ghindex.github import listings
 from ghindex.github.client import GraphQLClient
+from ghindex.github.reconcile import GUARD_SHARE, read_gaps_again, reconcile
 from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import Node, github_time, newest_update
@@ -50,13 +52,6 @@ from ghindex.state.rows import Node, github_time, newest_update
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.
 OVERLAP = timedelta(minutes=5)
-
-# A --full run removes nothing when it would remove more than this share of a
-# repository's stored issues, pull requests and discussions, and more than GUARD_MIN
-# of them: a token that lost access, or a listing GitHub cut short, must never empty
-# the index. `fetch --full --force` removes them.
-GUARD_SHARE = 0.10
-GUARD_MIN = 10
 
 Progress = Callable[[str], None]
 
@@ -159,7 +154,6 @@ class _Surface:
 _ISSUES = _Surface("issues", listings.issue_pages, items.save_issues)
 _PULLS = _Surface("pull_requests", listings.pull_request_pages, items.save_pull_requests)
 _DISCUSSIONS = _Surface("discussions", listings.discussion_pages, items.save_discussions)
-_THREADS = {s.name: s for s in (_ISSUES, _PULLS, _DISCUSSIONS)}
 
 
 def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
@@ -271,9 +265,9 @@ def _sync_repo(
         done.discussions = _surface(con, done, "discussions", say, _sync_descending, client,
                                     _DISCUSSIONS, full)  # fmt: skip
     done.releases = _surface(con, done, "releases", say, _sync_releases, client)
-    _read_gaps_again(con, client, done, say)
+    read_gaps_again(con, client, done, say)
     if full:
-        _reconcile(con, client, done, force, say)
+        reconcile(con, client, done, force, say)
     say(f"{repo}: done" + (" (with gaps, see the summary)" if done.partial else ""))
 
 
@@ -377,127 +371,11 @@ def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) 
     return stored
 
 
-def _read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
-    """Items an earlier page (of this run or one before) could not give, read by id."""
-    repo = done.repo
-    rows = gaps.waiting(con, repo)
-    if not rows:
-        return
-    pending: dict[str, list[str]] = {}
-    for surface, node_id, _handle in rows:
-        pending.setdefault(surface, []).append(node_id)
-    known = {node_id: handle for _surface, node_id, handle in rows}
-    say(f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
-        "answered with errors")  # fmt: skip
-    # Item gaps met by this run's pages are read now, and counted from the answer.
-    done.skipped = [s for s in done.skipped if s["handle"] is None]
-    try:
-        located = listings.items_by_id(client, pending)
-    except RateLimited:
-        raise
-    except GitHubError as exc:
-        # The gaps stay for the next run; this one goes on (and removes nothing for them).
-        reason = f"could not read them again: {exc}"
-        done.skipped += [
-            {"surface": surface, "handle": handle, "reason": reason}
-            for surface, _node_id, handle in rows
-        ]
-        return
-    with transaction(con):
-        for name, where in located.items():
-            surface = _THREADS[name]
-            places = {i: _where(n, repo, name) for i, n in where.found.items()}
-            here = [where.found[i] for i, place in places.items() if place == "here"]
-            moved = [i for i, place in places.items() if place == "moved"]
-            unreadable = {**where.unreadable, **{
-                i: "GitHub did not say which repository it is in"
-                for i, place in places.items() if place == "unknown"
-            }}  # fmt: skip
-            setattr(done, name, getattr(done, name) + surface.save(con, repo, here))
-            gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
-            items.delete_items(con, name, gone)
-            done.deleted += [known[i] for i in where.gone if known.get(i)]
-            done.transferred += [known[i] for i in moved if known.get(i)]
-            gaps.clear(con, repo, name, [*(n["id"] for n in here), *where.gone, *moved])
-            for node_id, reason in unreadable.items():
-                gaps.record(con, repo, name, node_id, known.get(node_id), reason)
-                done.skipped.append({"surface": name, "handle": known.get(node_id),
-                                     "reason": reason})  # fmt: skip
-
-
-def _reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Progress) -> None:
-    """After complete listings: confirm each missing item with GitHub, then remove it."""
-    repo = done.repo
-    start = _run_start(con, repo)
-    waiting = {node_id for ids in gaps.items(con, repo).values() for node_id in ids}
-    candidates = {
-        node_id: (table, handle)
-        for table in ("issues", "pull_requests", "discussions")
-        if table in done.complete  # an incomplete listing proves nothing
-        for handle, node_id in con.execute(
-            f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
-            [repo, start],
-        ).fetchall()
-        if node_id and node_id not in waiting
-    }
-    if not candidates:
-        return
-    say(f"{repo}: confirming {len(candidates)} items missing from the listings")
-    where = listings.locate(client, list(candidates))
-    places = {i: _where(n, repo, candidates[i][0]) for i, n in where.found.items()}
-    unknown = {i for i, place in places.items() if place == "unknown"}
-    done.inaccessible = sorted(candidates[i][1] for i in [*where.unreadable, *unknown])
-    moved = {i for i, place in places.items() if place == "moved"}
-    removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
-    if not removals:
-        return
-    stored = _stored_items(con, repo)
-    if not force and len(removals) > GUARD_MIN and len(removals) > GUARD_SHARE * stored:
-        done.held_back = [candidates[i][1] for i in removals]
-        say(f"{repo}: {len(removals)} of {stored} stored items look deleted or moved; "
-            f"nothing was removed (more than {GUARD_SHARE:.0%}): check the token's access, "
-            "then run `ghindex fetch --full --force` to remove them")  # fmt: skip
-        return
-    gone: dict[str, list[str]] = {}
-    for node_id in removals:
-        table, handle = candidates[node_id]
-        gone.setdefault(table, []).append(handle)
-        (done.transferred if node_id in moved else done.deleted).append(handle)
-    with transaction(con):
-        for table, handles in gone.items():
-            items.delete_items(con, table, handles)
-
-
 def _some(handles: Sequence[str], shown: int = 3) -> str:
     """ "3 items (octo/a#1, octo/a#2, octo/a#5)", at most `shown` named."""
     more = f", +{len(handles) - shown} more" if len(handles) > shown else ""
     noun = "item" if len(handles) == 1 else "items"
     return f"{len(handles)} {noun} ({', '.join(handles[:shown])}{more})"
-
-
-def _where(node: Node, repo: str, table: str) -> str:
-    """Where a found item lives now: "here", "moved" (another repository, or another
-    kind of item: an issue converted to a discussion answers as a Discussion), or
-    "unknown" (GitHub did not say which repository)."""
-    typename = node.get("__typename")
-    if typename and typename != listings.TYPENAMES[table]:
-        return "moved"
-    name = (node.get("repository") or {}).get("nameWithOwner")
-    if not isinstance(name, str):
-        return "unknown"
-    return "here" if name == repo else "moved"
-
-
-def _stored_items(con, repo: str) -> int:
-    return sum(
-        con.execute(f"SELECT count(*) FROM {table} WHERE repo = ?", [repo]).fetchone()[0]
-        for table in ("issues", "pull_requests", "discussions")
-    )
-
-
-def _run_start(con, repo: str) -> datetime:
-    """Rows of this repo fetched before this run's repository row was written."""
-    return con.execute("SELECT fetched_at FROM repos WHERE repo = ?", [repo]).fetchall()[0][0]
 
 
 def _finish(con, report: FetchReport, client, started, status: str, error: str | None) -> None:

@@ -17,14 +17,14 @@ from datetime import datetime
 from typing import Any
 
 from ghindex.errors import GitHubError, RepoNotFound
-from ghindex.github.client import (
+from ghindex.github.answers import (
     Answer,
-    GraphQLClient,
     describe_error,
     error_path,
     error_type,
     permission_hint,
 )
+from ghindex.github.client import GraphQLClient
 from ghindex.github.graphql import LIGHT
 from ghindex.github.nested import ItemGone, ItemUnreadable, complete, hidden_only
 

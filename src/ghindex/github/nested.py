@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghindex.github.client import GraphQLClient, describe_error, error_type
+from ghindex.github.answers import describe_error, error_type
+from ghindex.github.client import GraphQLClient
 
 Node = dict[str, Any]
 

@@ -5,7 +5,8 @@
 incrementally from the commit stored in `sync_state`. See docs/git-sources.md.
 """
 
-from ghindex.gitsource.repo import GitSourceError, RemoteRepo, parse_remote_url, repo_from_remote
+from ghindex.gitsource.remote import RemoteRepo, parse_remote_url, repo_from_remote
+from ghindex.gitsource.repo import GitSourceError
 from ghindex.gitsource.sync import DEFAULT_WEB_URL, GitReport, sync_git, sync_wiki
 
 __all__ = [

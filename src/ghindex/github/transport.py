@@ -1,0 +1,83 @@
+"""gql's transport for GitHub and what one HTTP round trip needs: the auth hook that
+adds the token, and the failures a round trip is classified into (worth retrying, or
+refused for a permission the token lacks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import requests
+from gql import GraphQLRequest
+from gql.transport import Transport
+from graphql import ExecutionResult
+
+from ghindex.errors import GitHubError
+from ghindex.github.answers import one_line, snippet
+
+if TYPE_CHECKING:
+    from ghindex.github.client import GraphQLClient
+
+
+class GitHubTransport(Transport):
+    """gql's transport for GitHub: one POST per `execute`, its answer classified by
+    the client that owns it (retries and waits happen around it, not inside)."""
+
+    def __init__(self, client: GraphQLClient) -> None:
+        self._client = client
+
+    def connect(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def execute(self, request: GraphQLRequest, *args: Any, **kwargs: Any) -> ExecutionResult:
+        body = self._client._post(request.payload)
+        data, errors = body.get("data"), body.get("errors")
+        if not isinstance(data, dict) and not errors:
+            raise GitHubError(
+                f"{self._client._shown_url} answered with a malformed body (JSON without data "
+                f"or errors): {snippet(json.dumps(body))}"
+            )
+        return ExecutionResult(data=data, errors=errors)
+
+
+class BearerAuth(requests.auth.AuthBase):
+    """Adds the token to each request, so it sits in no session-wide header dict.
+
+    Passing an auth object also stops requests from swapping in ~/.netrc credentials.
+    """
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"bearer {self._token}"
+        return request
+
+    def __repr__(self) -> str:
+        return "BearerAuth(<token>)"
+
+
+class Transient(Exception):
+    """A failure worth retrying: `reason` for the log, `final` if retries run out;
+    `heavy` when a smaller page would pass where the same query would not."""
+
+    def __init__(self, reason: str, final: str, heavy: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.final = final
+        self.heavy = heavy
+
+
+class Refused(Exception):
+    """HTTP 403 "Resource not accessible by integration": a permission the token lacks."""
+
+
+def connection_reason(exc: Exception) -> str:
+    text = str(exc)
+    errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
+    return errno.group(0).strip() if errno else one_line(text)
