@@ -208,7 +208,7 @@ def test_build_without_state_says_what_to_do(run, isolated):
     assert result.exit_code == 1
     assert result.stderr == (
         f"Error: no state database at {isolated / 'work' / 'state.duckdb'}: "
-        "run `ghindex fetch` first\n"
+        "run `ghindex fetch` or `ghindex pull` first\n"
     )
 
 

@@ -558,4 +558,4 @@ def test_related_without_a_state_says_what_to_run(run):
     result = run("related", f"{R}#1")
 
     assert result.exit_code == 1
-    assert "run `ghindex fetch` first" in result.stderr
+    assert "run `ghindex fetch` or `ghindex pull` first" in result.stderr

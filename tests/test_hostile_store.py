@@ -785,5 +785,5 @@ def test_a_server_keeps_serving_when_the_store_turns_hostile(good):
     finally:
         holder.stop()
         if holder.current is not None:
-            holder.current.searcher.close()
+            holder.current.close()
             holder.current.held.close()

@@ -165,7 +165,7 @@ def held(snapshot_dir):
     """The same snapshot opened as a pulled one: its state stays open between requests."""
     holder = SnapshotHolder(current=open_snapshot(snapshot_dir, immutable=True))
     yield holder
-    holder.current.searcher.close()
+    holder.current.close()
 
 
 @pytest.fixture(scope="module")
@@ -609,7 +609,7 @@ def test_a_workdir_is_served_without_holding_its_state(workdir):
     pulled = open_snapshot(workdir, immutable=True)
     assert tools.fetch(pulled, [R + "#1"], 20_000)["items"]
     assert not writable_from_another_process(state)
-    pulled.searcher.close()
+    pulled.close()
     assert writable_from_another_process(state)
 
 

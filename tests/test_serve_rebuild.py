@@ -63,7 +63,7 @@ def test_a_served_workdir_can_be_written_while_it_answers(tmp_path):
     finally:
         _, errors = writer.communicate(timeout=120)
     after = runs_seen(server)[-1]
-    holder.current.searcher.close()
+    holder.current.close()
     holder.current.held.close()
 
     assert writer.returncode == 0, errors  # never refused by the server's reads
@@ -123,7 +123,7 @@ def test_a_rebuild_of_the_served_workdir_is_answered_from_next(tmp_path):
     store_issues(settings, [issue_node(50, title="Zeppelin mooring mast", body="A new one.")])
     build(settings)
     after = asyncio.run(ask())
-    holder.current.searcher.close()
+    holder.current.close()
     holder.current.held.close()
 
     assert [r["handle"] for r in before["results"]] != ["octo/hello#50"]

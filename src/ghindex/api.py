@@ -1,106 +1,89 @@
-"""A small Python API for notebooks and scripts, on the same functions the CLI and
-the MCP server use.
+"""A small Python API for notebooks and scripts, on the same `Snapshot` the CLI and the
+MCP server open.
 
     import ghindex.api as gh
     snap = gh.open("s3://my-bucket/ghindex")          # or a local snapshot directory
-    snap.sql("SELECT * FROM open_prs_awaiting_review").df()
+    snap.sql("SELECT * FROM open_prs_awaiting_review").fetchall()
     for hit in snap.search("flaky test on windows", state="open", k=5):
         print(hit.entity, hit.title)
+    snap.scan(label="bug", state="open", k=20)           # newest first, no query
     snap.fetch("psf/requests#6240")["comments"]
     snap.related("psf/requests#6240", hops=2)["neighbours"]
+    snap.context("why do uploads time out?", max_tokens=2000)["passages"]
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from ghindex.errors import SnapshotError
-from ghindex.query.search import Filters, Hit, Searcher
-from ghindex.snapshot.local import live_root
+from ghindex.query.filters import Filters
+from ghindex.query.hits import Hit
+from ghindex.query.snapshot import Snapshot
 
 
-@dataclass
-class Snapshot:
-    """A local snapshot (or workdir): its state database, its index, its manifest."""
+class Reader:
+    """What `open` returns: a snapshot's read operations with keyword filters (repo,
+    type, state, label(s), author, assignee, milestone, path_prefix, since, until: one
+    value or a list each) and plain Python answers."""
 
-    root: Path
-    manifest: dict[str, Any] = field(default_factory=dict)
-    _searcher: Searcher | None = None
-    _con: duckdb.DuckDBPyConnection | None = None
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.root = snapshot.root
+        self.manifest = snapshot.manifest
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A read-only DuckDB connection to the state database (shared by `sql`)."""
-        if self._con is None:
-            self._con = duckdb.connect(str(self.root / "state.duckdb"), read_only=True)
-        return self._con
+        return self.snapshot.connect()
 
     def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """A DuckDB relation: `.df()` for pandas, `.pl()` for Polars, `.fetchall()`."""
-        return self.connect().sql(query, params=params)
+        """A DuckDB relation: `.fetchall()`, `.df()` for pandas, `.pl()` for Polars."""
+        return self.snapshot.relation(query, params)
 
-    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", **filters: Any) -> list[Hit]:
-        """Hybrid search; filters as keyword arguments: repo, type, state, label(s), author,
-        assignee, milestone, path_prefix, since, until (one value or a list each)."""
-        if self._searcher is None:
-            # the state through this snapshot's own connection: one configuration per file
-            self._searcher = Searcher(
-                self.root / "lance", state_connection=lambda: self.connect().cursor()
-            )
-        return self._searcher.search(query, filters=_filters(filters), k=k, mode=mode).results
+    def search(
+        self, query: str, *, k: int = 10, mode: str = "hybrid", rerank: bool = False,
+        sort: str = "relevance", **filters: Any,
+    ) -> list[Hit]:  # fmt: skip
+        """Hybrid search over the index."""
+        response = self.snapshot.search(query, Filters.of(**filters), k=k, mode=mode,
+                                        rerank=rerank, sort=sort)  # fmt: skip
+        return response.results
+
+    def scan(self, *, k: int = 10, sort: str = "updated_desc", **filters: Any) -> list[Hit]:
+        """The items the filters select, newest first."""
+        return self.snapshot.scan(Filters.of(**filters), k=k, sort=sort).results
 
     def fetch(self, handle: str, max_chars: int = 100_000) -> dict[str, Any]:
         """One item in full (what `ghindex show` prints)."""
-        from ghindex.query.show import show
-
-        return show(self.connect(), handle, max_chars=max_chars)
+        return self.snapshot.show(handle, max_chars=max_chars)
 
     def related(self, handle: str, hops: int = 1) -> dict[str, Any]:
         """Graph neighbours of one item (what `ghindex related` prints)."""
-        from ghindex.query.graph import related
+        return self.snapshot.related(handle, hops=hops).as_dict()
 
-        return related(self.connect(), handle, hops=hops).as_dict()
+    def context(self, question: str, *, max_tokens: int = 4000, **filters: Any) -> dict[str, Any]:
+        """A token-budgeted pack of the passages most relevant to `question`, cited."""
+        return self.snapshot.context(question, Filters.of(**filters), max_tokens=max_tokens)
+
+    def status(self) -> dict[str, Any]:
+        """Snapshot id, age, repositories and their cursors, counts, model, size."""
+        return self.snapshot.status()
+
+    def export(self, dest: str | Path) -> dict[str, Any]:
+        """Every table and view as Parquet under `dest`."""
+        return self.snapshot.export(Path(dest)).as_dict()
+
+    def report(self) -> str:
+        """The HTML report, as a string."""
+        return self.snapshot.report()
 
     def close(self) -> None:
-        if self._searcher is not None:
-            self._searcher.close()
-            self._searcher = None
-        if self._con is not None:
-            self._con.close()
-            self._con = None
+        self.snapshot.close()
 
 
-def open(location: str | Path, *, dest: str | Path | None = None) -> Snapshot:
+def open(location: str | Path, *, dest: str | Path | None = None) -> Reader:
     """A snapshot from a local directory, or the newest one of a store URL (pulled into
     `dest`, default `.ghindex/snapshot`, downloading only what changed)."""
-    text = str(location)
-    root = Path(text).expanduser()
-    if "://" in text and not text.startswith("file://"):
-        from ghindex.snapshot import Store, pull
-
-        root = Path(dest or ".ghindex/snapshot")
-        pull(Store(text), root)
-    root = live_root(root)
-    manifest_path = root / "manifest.json"
-    if not manifest_path.exists():
-        raise SnapshotError(f"no snapshot in {root}: build, pull or give a store URL")
-    return Snapshot(root, json.loads(manifest_path.read_text(encoding="utf-8")))
-
-
-_PLURAL = {"repo": "repos", "type": "types", "state": "states", "label": "labels",
-           "author": "authors", "assignee": "assignees", "milestone": "milestones"}  # fmt: skip
-
-
-def _filters(given: dict[str, Any]) -> Filters:
-    values: dict[str, Any] = {}
-    for key, value in given.items():
-        name = _PLURAL.get(key, key)
-        if name in ("path_prefix", "since", "until", "created_since", "created_until"):
-            values[name] = value
-        else:
-            values[name] = (value,) if isinstance(value, str) else tuple(value)
-    return Filters(**values)
+    return Reader(Snapshot.open(location, built=True, dest=dest, state="people"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from ghindex.errors import StateError
+from ghindex.state.database import no_state
 
 # Duration buckets for latency histograms, in hours.
 BUCKETS = [
@@ -39,7 +39,7 @@ svg text { font: 11px system-ui, sans-serif; fill: #333 } .note { color: #555 }
 
 def render(state: Path) -> str:
     if not state.exists():
-        raise StateError(f"no state database at {state}: run `ghindex fetch` or `ghindex pull`")
+        raise no_state(state)
     con = duckdb.connect(str(state), read_only=True)
     try:
         return _page(con)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
+from ghindex.cli.base import Context, cli, json_option, open_snapshot, snapshot_options
 
 
 @cli.command()
@@ -37,16 +37,13 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
       ghindex sql "SELECT repo, count(*) FROM issues GROUP BY ALL"
       ghindex sql "SELECT * FROM open_prs_awaiting_review" --format markdown
     """
-    from ghindex.query.sql import run
-
-    root = snapshot_root(obj, snapshot, store)
-    state = root / "state.duckdb"
+    snap = open_snapshot(obj, snapshot, store)
     if not query:
-        click.echo(f"duckdb -readonly {state}")
+        click.echo(f"duckdb -readonly {snap.state_path}")
         click.echo("(the duckdb shell: https://duckdb.org/docs/installation; "
                    "tables and views: docs/schema.md)", err=True)  # fmt: skip
         return
-    result = run(state, query, max_rows)
+    result = snap.sql(query, max_rows=max_rows)
     if as_json or fmt == "json":
         rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
         click.echo(json.dumps({"columns": result.columns, "rows": rows,
@@ -80,10 +77,7 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
     Example:
       ghindex export --format parquet ./parquet
     """
-    from ghindex.analysis.export import export as run_export
-
-    root = snapshot_root(obj, snapshot, store)
-    report = run_export(root / "state.duckdb", Path(dest))
+    report = open_snapshot(obj, snapshot, store).export(Path(dest))
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -103,10 +97,8 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None) -> N
     Example:
       ghindex report --out report.html
     """
-    from ghindex.analysis.report import render
-
-    root = snapshot_root(obj, snapshot, store)
-    Path(out).write_text(render(root / "state.duckdb"), encoding="utf-8")
+    page = open_snapshot(obj, snapshot, store).report()
+    Path(out).write_text(page, encoding="utf-8")
     click.echo(out)
 
 

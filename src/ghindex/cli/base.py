@@ -120,6 +120,13 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
     configure_logging(debug)
 
 
+def open_snapshot(obj: Context, snapshot: str | None, store: str | None):
+    """The `Snapshot` a query command reads (see `snapshot_root`), one connection per call."""
+    from ghindex.query.snapshot import Snapshot
+
+    return Snapshot.open(snapshot_root(obj, snapshot, store))
+
+
 def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path:
     """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store)."""
     if snapshot and store:

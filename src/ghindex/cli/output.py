@@ -63,7 +63,8 @@ def search_text(response: SearchResponse) -> str:
     for unmatched in response.filters_unmatched:
         lines.append(f"note: no indexed item has {unmatched}")
     if not response.results:
-        lines.append(f"no results for {response.query!r}")
+        lines.append(f"no results for {response.query!r}" if response.query
+                     else "no item matches the filters")  # fmt: skip
     for rank, hit in enumerate(response.results, 1):
         state = f", {hit.state}" if hit.state else ""
         labels = f"  [{', '.join(hit.labels)}]" if hit.labels else ""
@@ -86,7 +87,26 @@ def search_text(response: SearchResponse) -> str:
                 lines.append(f"    {name} {', '.join(handles)}")
         if hit.snippet:
             lines.append(f"    {hit.snippet}")
+    if response.truncated:
+        lines.append(f"(more items match: raise -k above {response.k})")
+    if response.graph_results:
+        lines.append("linked:")
+        for link in response.graph_results:
+            how = f"{link['kind']} ({link['direction']}) of {link['from']}, hop {link['hop']}"
+            lines.append(f"    {link['handle']}  {how}  {link['title'] or ''}".rstrip())
     return "\n".join(lines)
+
+
+def context_text(body: dict[str, Any]) -> str:
+    """A context pack, for reading: each passage under its citation."""
+    lines = [f"note: {body['note']}"] if body.get("note") else []
+    for unmatched in body.get("filters_unmatched") or []:
+        lines.append(f"note: no indexed item has {unmatched}")
+    for passage in body["passages"]:
+        lines += ["", f"[{passage['handle']}] {passage['title']}  {passage['url']}",
+                  passage["text"].strip()]  # fmt: skip
+    lines += ["", f"({len(body['passages'])} passages, about {body['tokens']} tokens)"]
+    return "\n".join(lines).lstrip("\n")
 
 
 def item_text(item: dict[str, Any]) -> str:

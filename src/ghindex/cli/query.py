@@ -6,22 +6,25 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, json_option, snapshot_options, snapshot_root
-from ghindex.cli.output import emit_json, item_text, progress, search_text
+from ghindex.cli.base import Context, cli, json_option, open_snapshot, snapshot_options
+from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
 from ghindex.config import Settings
 from ghindex.index.documents import TYPES
+from ghindex.query.filters import MODES, SORTS
+
+FILTER_TYPES = (*TYPES, "commit")  # document types, and the entity a commit's diffs make
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
 
 @cli.command()
-@click.argument("query")
+@click.argument("query", required=False)
 @click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
 @click.option(
     "--type",
     "types",
     multiple=True,
-    type=click.Choice(sorted({*TYPES, "commit"})),
+    type=click.Choice(sorted(FILTER_TYPES)),
     help="Only this kind of document, or of entity (issue includes its comments).",
 )
 @click.option(
@@ -47,7 +50,7 @@ _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 )
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "dense", "sparse"]),
+    type=click.Choice(MODES),
     default="hybrid",
     show_default=True,
     help="hybrid: vectors + BM25 fused by RRF; dense: vectors; sparse: BM25.",
@@ -63,22 +66,37 @@ _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
     metavar="LAMBDA",
     help="Diversify results by maximal marginal relevance (1 = relevance only).",
 )
+@click.option(
+    "--sort",
+    type=click.Choice(SORTS),
+    default="relevance",
+    show_default=True,
+    help="Order of the results; without a QUERY, relevance means updated_desc.",
+)
+@click.option("--expand", is_flag=True, help="Also list the items linked to the results.")
+@click.option(
+    "--hops", type=click.IntRange(1, 2), default=1, show_default=True, help="Link hops to expand."
+)
 @snapshot_options
 @json_option
 @click.pass_obj
 def search(
     obj: Context,
-    query: str,
+    query: str | None,
     k: int,
     mode: str,
     rerank: bool,
     mmr: float | None,
+    sort: str,
+    expand: bool,
+    hops: int,
     snapshot: str | None,
     store: str | None,
     as_json: bool,
     **filter_options: object,
 ) -> None:
-    """Hybrid search over the index; results are whole items.
+    """Hybrid search over the index; results are whole items. Without a QUERY, the
+    items the filters select, newest first.
 
     A query that is an identifier (#123, owner/repo#12, a commit SHA or prefix,
     a handle, a file path) finds that item first.
@@ -88,21 +106,77 @@ def search(
       ghindex search "flaky test on windows" --state open --label bug -k 5
       ghindex search "TypeError: cannot pickle" --mode sparse --json
       ghindex search "#1234"
+      ghindex search --label bug --state open --sort created_desc
     """
-    from ghindex.query.search import Filters, Searcher
+    from ghindex.query.filters import Filters
 
-    root = snapshot_root(obj, snapshot, store)
     options = {
         key: (tuple(v.lower() for v in value) if key == "states" else value)
         for key, value in filter_options.items()
     }
-    response = Searcher(root / "lance").search(
-        query, filters=Filters(**options), k=k, mode=mode, rerank=rerank, mmr=mmr
-    )
+    with open_snapshot(obj, snapshot, store) as snap:
+        if query is None:
+            response = snap.scan(Filters(**options), k=k,
+                                 sort="updated_desc" if sort == "relevance" else sort,
+                                 expand=expand, hops=hops)  # fmt: skip
+        else:
+            response = snap.search(query, Filters(**options), k=k, mode=mode, rerank=rerank,
+                                   mmr=mmr, sort=sort, expand=expand, hops=hops)  # fmt: skip
     if as_json:
         emit_json(response.as_dict())
     else:
         click.echo(search_text(response))
+
+
+@cli.command()
+@click.argument("question")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(100, 50_000),
+    default=4000,
+    show_default=True,
+    help="Budget for the passages (about four characters a token).",
+)
+@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
+@click.option("--type", "types", multiple=True, type=click.Choice(FILTER_TYPES),
+              help="Only this kind of document or entity.")  # fmt: skip
+@click.option("--state", "states", multiple=True,
+              type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
+              help="Only items in this state.")  # fmt: skip
+@click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
+@snapshot_options
+@json_option
+@click.pass_obj
+def context(
+    obj: Context,
+    question: str,
+    max_tokens: int,
+    repos: tuple[str, ...],
+    types: tuple[str, ...],
+    states: tuple[str, ...],
+    labels: tuple[str, ...],
+    snapshot: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """The passages most relevant to a question that fit a token budget, each cited
+    with its handle and URL (what the MCP `context` tool gives an agent).
+
+    \b
+    Examples:
+      ghindex context "why do uploads through a proxy time out?" --max-tokens 2000
+      ghindex context "release process" --type doc --json
+    """
+    from ghindex.query.filters import Filters
+
+    chosen = Filters(repos=repos, types=types, states=tuple(s.lower() for s in states),
+                     labels=labels)  # fmt: skip
+    with open_snapshot(obj, snapshot, store) as snap:
+        body = snap.context(question, chosen, max_tokens=max_tokens)
+    if as_json:
+        emit_json(body)
+    else:
+        click.echo(context_text(body))
 
 
 @cli.command()
@@ -200,8 +274,6 @@ def related(
       ghindex related psf/requests@1a2b3c4 --json
     """
     from ghindex.query.graph import KINDS
-    from ghindex.query.graph import related as find_related
-    from ghindex.state.database import open_state
 
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -209,24 +281,8 @@ def related(
             f"{unknown[0]!r} is not a link kind: use one of {', '.join(KINDS)}",
             param_hint="'--kind'",
         )
-    root = snapshot_root(obj, snapshot, store)
-    nearest = None
-    if (root / "lance").exists():
-        from ghindex.query.search import Searcher
-
-        nearest = Searcher(root / "lance").nearest
-    con = open_state(root / "state.duckdb", read_only=True)
-    try:
-        result = find_related(
-            con,
-            handle,
-            hops=hops,
-            kinds=kinds or None,
-            include_history=history,
-            nearest_items=nearest,
-        )
-    finally:
-        con.close()
+    with open_snapshot(obj, snapshot, store) as snap:
+        result = snap.related(handle, hops=hops, kinds=kinds, history=history)
     if as_json:
         emit_json(result.as_dict())
     else:
@@ -261,15 +317,8 @@ def show(
       ghindex show psf/requests#6240
       ghindex show psf/requests@1a2b3c4 --json
     """
-    from ghindex.query.show import show as load
-    from ghindex.state.database import open_state
-
-    root = snapshot_root(obj, snapshot, store)
-    con = open_state(root / "state.duckdb", read_only=True)
-    try:
-        item = load(con, handle, max_chars=max_chars)
-    finally:
-        con.close()
+    with open_snapshot(obj, snapshot, store) as snap:
+        item = snap.show(handle, max_chars=max_chars)
     if as_json:
         emit_json(item)
     else:

@@ -206,17 +206,16 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
       ghindex status
       ghindex status --store s3://my-bucket/ghindex --json
     """
-    from ghindex.snapshot import Store, local_status, store_status
+    from ghindex.query.snapshot import Snapshot
+    from ghindex.snapshot import Store, store_status
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
     settings = obj.settings(store=store)
-    if snapshot:
-        summary = local_status(Path(snapshot))
-    elif settings.store:  # --store, GHINDEX_STORE or ghindex.toml's store
+    if settings.store and not snapshot:  # --store, GHINDEX_STORE or ghindex.toml's store
         summary = store_status(Store(settings.store))
     else:
-        summary = local_status(settings.workdir)
+        summary = Snapshot.open(Path(snapshot or settings.workdir)).status()
     if as_json:
         emit_json(summary)
         return

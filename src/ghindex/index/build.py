@@ -20,14 +20,13 @@ from typing import Any
 
 from ghindex import __version__
 from ghindex.config import Settings
-from ghindex.errors import StateError
 from ghindex.gitsource.doc_links import replace_doc_links
 from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import Embedder, canonical_model_name
 from ghindex.state import cursors, gaps, redact, redaction
-from ghindex.state.database import open_state, transaction
+from ghindex.state.database import no_state, open_state, transaction
 
 FORMAT_VERSION = 1
 
@@ -88,7 +87,7 @@ def build(
     model_name = canonical_model_name(model or settings.model)
 
     if not settings.state_path.exists() and not git:
-        raise StateError(f"no state database at {settings.state_path}: run `ghindex fetch` first")
+        raise no_state(settings.state_path)
     db = index.connect(settings.lance_path)
     if full:
         index.drop_chunks(db)

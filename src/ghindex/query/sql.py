@@ -27,6 +27,7 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import ConfigError, GhindexError, StateError, first_line
+from ghindex.state.database import no_state
 
 TIMEOUT = 10.0
 MEMORY_MB = 512
@@ -47,7 +48,7 @@ class Result:
 def connect(state: Path) -> duckdb.DuckDBPyConnection:
     """A sandboxed, read-only connection to a state database."""
     if not state.exists():
-        raise StateError(f"no state database at {state}: run `ghindex fetch` or `ghindex pull`")
+        raise no_state(state)
     try:
         con = duckdb.connect(
             str(state),
@@ -71,6 +72,7 @@ def connect(state: Path) -> duckdb.DuckDBPyConnection:
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
         memory = _setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
         threads = _setting("GHINDEX_SQL_THREADS", 1)
+        con.execute("SET TimeZone = 'UTC'")  # times as GitHub gives them
         con.execute(f"SET memory_limit = '{memory}MB'")
         con.execute("SET enable_progress_bar = false")
         # one core for SQL, the rest for everything else a server answers meanwhile

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import GhindexError, first_line
-from ghindex.query.search import Searcher
+from ghindex.query.snapshot import Snapshot
 from ghindex.serve.state_copy import StateCopy
+from ghindex.snapshot.layout import MANIFEST, STATE_FILE
 from ghindex.snapshot.local import in_use, live_root
-from ghindex.snapshot.status import age_seconds, created_at
 
 log = logging.getLogger(__name__)
 
@@ -34,51 +34,40 @@ class NoSnapshot(GhindexError):
     """The server has no snapshot to answer from yet."""
 
 
-@dataclass
-class Snapshot:
-    root: Path
-    manifest: dict[str, Any]
-    searcher: Searcher
-    users: int = 0
-    retired: bool = False
-    held: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    # a workdir that `build` may rewrite: where it is, and its manifest's stamp when opened
-    source: Path | None = None
-    stamp: tuple[int, int] | None = None
-    copy: StateCopy | None = None  # the workdir's state copy, shared with its reopenings
+class ServedSnapshot(Snapshot):
+    """A snapshot being served: how many requests use it, whether a newer one replaced
+    it, what it holds (its in-use mark, a workdir's state copy) and, for a workdir that
+    `build` may rewrite, where it is and its manifest's stamp when opened."""
+
+    def __init__(
+        self, root: Path, manifest: dict[str, Any], *, held: contextlib.ExitStack,
+        source: Path | None = None, stamp: tuple[int, int] | None = None,
+        copy: StateCopy | None = None,
+    ) -> None:  # fmt: skip
+        if copy is None:  # nothing writes to it: its state stays open between requests
+            super().__init__(root, manifest, state="held")
+        else:  # a workdir fetch and build may be writing: answer from a private copy
+            super().__init__(root, manifest, connection=copy.connection)
+        self.users = 0
+        self.retired = False
+        self.held = held
+        self.served_from = source  # a workdir: reopened when it is rebuilt
+        self.stamp = stamp
+        self.copy = copy
 
     def rebuilt(self) -> bool:
         """Whether a workdir served here has a newer build than the one opened."""
-        return self.source is not None and _stamp(self.root / "manifest.json") != self.stamp
-
-    @property
-    def snapshot_id(self) -> str | None:
-        """The published snapshot's id; for a local build not yet published, `local-<build>`."""
-        if self.manifest.get("snapshot_id"):
-            return self.manifest["snapshot_id"]
-        build = self.manifest.get("build_id")
-        return f"local-{build}" if build else None
-
-    @property
-    def created_at(self) -> str | None:
-        return created_at(self.manifest)
-
-    def age_seconds(self) -> int | None:
-        return age_seconds(self.manifest)
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state.duckdb"
+        return self.served_from is not None and _stamp(self.manifest_path) != self.stamp
 
 
 def open_snapshot(
     path: Path, *, immutable: bool = False, copy: StateCopy | None = None
-) -> Snapshot:
+) -> ServedSnapshot:
     """Open a snapshot directory (its current version, marked in use until closed).
     `immutable`: nothing will write to it while it is served (a pulled snapshot, not a
     workdir), so its state stays open between requests."""
     root = live_root(path)
-    manifest_path = root / "manifest.json"
+    manifest_path = root / MANIFEST
     stamp = None if immutable else _stamp(manifest_path)  # before reading: a build may land
     if not manifest_path.exists():
         raise NoSnapshot(f"no snapshot in {path}: run `ghindex build` or `ghindex pull` first")
@@ -86,19 +75,17 @@ def open_snapshot(
     held.enter_context(in_use(root))
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if immutable:
-            searcher = Searcher(root / "lance", hold_state=True)
-        else:  # a workdir fetch and build may be writing: answer from a private copy
-            copy = copy or StateCopy(root / "state.duckdb")
+        if not immutable:
+            copy = copy or StateCopy(root / STATE_FILE)
             copy.acquire()
             held.callback(copy.release)
-            searcher = Searcher(root / "lance", state_connection=copy.connection)
+        served = ServedSnapshot(root, manifest, held=held, source=None if immutable else path,
+                                stamp=stamp, copy=None if immutable else copy)  # fmt: skip
+        served.searcher  # noqa: B018 - open the index now: a broken one fails here, not later
     except BaseException:
         held.close()
         raise
-
-    return Snapshot(root, manifest, searcher, held=held, source=None if immutable else path,
-                    stamp=stamp, copy=None if immutable else copy)  # fmt: skip
+    return served
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -123,7 +110,7 @@ class SyncState:
 class SnapshotHolder:
     """The current snapshot, safe to replace while requests use it."""
 
-    current: Snapshot | None = None
+    current: ServedSnapshot | None = None
     store: Any = None  # ghindex.snapshot.Store, when syncing
     cache: Path | None = None  # where synced snapshots live, one directory each
     interval: float = 300.0
@@ -134,7 +121,7 @@ class SnapshotHolder:
     _thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[Snapshot]:
+    def use(self) -> Iterator[ServedSnapshot]:
         self.follow_rebuilds()
         with self._lock:
             snapshot = self.current
@@ -161,13 +148,13 @@ class SnapshotHolder:
             if self.current is not current:
                 return  # another call reopened it meanwhile
             try:
-                fresh = open_snapshot(current.source, copy=current.copy)
+                fresh = open_snapshot(current.served_from, copy=current.copy)
             except Exception as exc:  # mid-build: answer from what is open
                 log.info("workdir not reopened yet: %s", first_line(exc))
                 return
             self.replace(fresh)
 
-    def replace(self, snapshot: Snapshot) -> None:
+    def replace(self, snapshot: ServedSnapshot) -> None:
         """Make `snapshot` the current one; retire the previous one."""
         with self._lock:
             old, self.current = self.current, snapshot
@@ -227,9 +214,9 @@ class SnapshotHolder:
         while not self._stop.wait(self.interval):
             self.sync_once()
 
-    def _remove(self, snapshot: Snapshot) -> None:
+    def _remove(self, snapshot: ServedSnapshot) -> None:
         """Close a retired snapshot; the next pull into the cache removes its files."""
-        snapshot.searcher.close()
+        snapshot.close()
         snapshot.held.close()
 
     def _current_id(self) -> str | None:

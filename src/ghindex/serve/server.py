@@ -138,8 +138,9 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         commits. Results are whole items with a snippet of the best-matching part;
         `#123`, `owner/repo#123`, a commit SHA or a file path finds that item first.
         `filters_unmatched` names filter values that match nothing at all."""
-        chosen = tools.filters(repo, type, state, labels, author, assignee, milestone,
-                               path_prefix, since, until)  # fmt: skip
+        chosen = tools.filters(repo=repo, type=type, state=state, labels=labels, author=author,
+                               assignee=assignee, milestone=milestone, path_prefix=path_prefix,
+                               since=since, until=until)  # fmt: skip
         with holder.use() as snapshot:
             return tools.search(
                 snapshot, query, chosen, top_k=top_k, mode=mode, rerank=rerank, sort=sort,
@@ -201,7 +202,8 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         """The passages most relevant to a question that fit `max_tokens`, each cited with
         its handle and URL. When nothing matches, `note` says so: answer that no
         source was found rather than from memory."""
-        chosen = tools.filters(repo, type, state, labels, author, since=since, until=until)
+        chosen = tools.filters(repo=repo, type=type, state=state, labels=labels, author=author,
+                               since=since, until=until)  # fmt: skip
         with holder.use() as snapshot:
             return tools.context(snapshot, query, chosen, max_tokens)
 

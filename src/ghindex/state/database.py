@@ -26,10 +26,15 @@ def migrations() -> list[tuple[str, str]]:
     return [(name.removesuffix(".sql"), (folder / name).read_text("utf-8")) for name in files]
 
 
+def no_state(path: Path) -> StateError:
+    """The one error for a state database that is not there."""
+    return StateError(f"no state database at {path}: run `ghindex fetch` or `ghindex pull` first")
+
+
 def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the state database at `path`."""
     if read_only and not path.exists():
-        raise StateError(f"no state database at {path}: run `ghindex fetch` first")
+        raise no_state(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only)

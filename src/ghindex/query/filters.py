@@ -1,0 +1,142 @@
+"""What a search or scan is narrowed to, and how that becomes a Lance `WHERE` clause.
+
+`Filters` is the one vocabulary of filters: the CLI builds it from its options, and
+`Filters.of` from the flat keyword arguments the MCP tools and the Python API take
+(`repo="o/r"`, `labels=["bug"]`, `state=["open", "closed"]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, date, datetime
+from typing import Any
+
+from ghindex.errors import GhindexError
+
+MODES = ("hybrid", "dense", "sparse")  # retrievers: both fused, meaning only, words only
+SORTS = ("relevance", "updated_desc", "created_desc")
+
+# Filters where several values mean "any of them"; the others need every value.
+_ANY_OF = ("repo", "state", "author", "milestone", "type", "any_label", "assignee")
+# A flat argument's name -> the field it fills (`label` and `labels` both mean all of them).
+_FIELD_OF = {"repo": "repos", "type": "types", "state": "states", "label": "labels",
+             "author": "authors", "assignee": "assignees", "milestone": "milestones"}  # fmt: skip
+_SINGLE = ("path_prefix", "since", "until", "created_since", "created_until")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Each field narrows results. Several values in one field mean any of them,
+    except `labels`, where an item must carry every label given."""
+
+    repos: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()  # a document type or an entity type
+    states: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # all of them
+    any_labels: tuple[str, ...] = ()  # at least one
+    not_labels: tuple[str, ...] = ()  # none of them
+    authors: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    milestones: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    since: datetime | None = None  # updated at or after
+    until: datetime | None = None  # updated before
+    created_since: datetime | None = None
+    created_until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        # a date means its midnight, and a time without a zone is UTC, as GitHub's are
+        for name in ("since", "until", "created_since", "created_until"):
+            object.__setattr__(self, name, _utc(getattr(self, name)))
+
+    @classmethod
+    def of(cls, **given: Any) -> Filters:
+        """Filters from flat arguments: a field's name or its singular (`repo`, `label`),
+        one value or a list each; None and empty values are left out."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in given.items():
+            name = _FIELD_OF.get(key, key)
+            if name not in known:
+                names = ", ".join(sorted(known | set(_FIELD_OF)))
+                raise GhindexError(f"unknown filter {key!r}: use one of {names}")
+            if value is None or value == "" or value == [] or value == ():
+                continue
+            if name in _SINGLE:
+                values[name] = value
+            else:
+                values[name] = (value,) if isinstance(value, str) else tuple(value)
+        return cls(**values)
+
+    def clauses(self) -> list[tuple[str, str, str]]:
+        """(filter name, value as given, SQL predicate), one per value."""
+        found = []
+        for name, column, values in (
+            ("repo", "repo", self.repos),
+            ("state", "state", self.states),
+            ("author", "author", self.authors),
+            ("milestone", "milestone", self.milestones),
+        ):
+            found.extend((name, v, f"{column} = {literal(v)}") for v in values)
+        found.extend(
+            ("type", v, f"(type = {literal(v)} OR entity_type = {literal(v)})") for v in self.types
+        )
+        found.extend(("label", v, f"array_has(labels, {literal(v)})") for v in self.labels)
+        found.extend(("any_label", v, f"array_has(labels, {literal(v)})") for v in self.any_labels)
+        found.extend(
+            ("not_label", v, f"NOT array_has(labels, {literal(v)})") for v in self.not_labels
+        )
+        found.extend(("assignee", v, f"array_has(assignees, {literal(v)})") for v in self.assignees)
+        if self.path_prefix:
+            found.append(
+                ("path", self.path_prefix, f"starts_with(path, {literal(self.path_prefix)})")
+            )
+        for name, column, op, value in (
+            ("since", "updated_at", ">=", self.since),
+            ("until", "updated_at", "<", self.until),
+            ("created_since", "created_at", ">=", self.created_since),
+            ("created_until", "created_at", "<", self.created_until),
+        ):
+            if value is not None:
+                found.append((name, value.isoformat(), f"{column} {op} {_timestamp(value)}"))
+        return found
+
+    def where(self) -> str | None:
+        grouped: dict[str, list[str]] = {}
+        for name, _, predicate in self.clauses():
+            grouped.setdefault(name, []).append(predicate)
+        parts = []
+        for name, predicates in grouped.items():
+            joiner = " OR " if name in _ANY_OF else " AND "
+            parts.append("(" + joiner.join(predicates) + ")")
+        return " AND ".join(parts) or None
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {}
+        for key, value in asdict(self).items():
+            if value in ((), None):
+                continue
+            shown[key] = (
+                value.isoformat()
+                if isinstance(value, datetime)
+                else (list(value) if isinstance(value, tuple) else value)
+            )
+        return shown
+
+
+def literal(value: str) -> str:
+    """A string as a SQL literal (for Lance's `WHERE` clauses)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _utc(value: date | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _timestamp(value: datetime) -> str:
+    moment = value.astimezone(UTC) if value.tzinfo else value
+    return f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S')}'"

@@ -1,0 +1,81 @@
+"""From ranked chunk rows to ranked entities: collapse each retriever's ranking to one
+entry per entity, fuse the two by reciprocal rank fusion (score = sum of
+1 / (RRF_K + rank)), and diversify by maximal marginal relevance."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ghindex.query.hits import Hit, SameEntity, make_hit
+
+RRF_K = 60
+
+
+def group(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Rows by entity, entities in the order of their best row."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row["entity"], []).append(row)
+    return grouped
+
+
+def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
+    """Entity rankings of each retriever, fused (hybrid) or as they are."""
+    lists = [("dense", dense), ("sparse", sparse)]
+    chunk_rank: dict[tuple[str, str], int] = {}  # (retriever, row id) -> rank
+    entity_rank: dict[tuple[str, str], int] = {}  # (retriever, entity) -> rank
+    rows_of: dict[str, dict[str, dict[str, Any]]] = {}  # entity -> row id -> row
+    for name, rows in lists:
+        seen = 0
+        for position, row in enumerate(rows, 1):
+            chunk_rank[(name, row["id"])] = position
+            if (name, row["entity"]) not in entity_rank:
+                seen += 1
+                entity_rank[(name, row["entity"])] = seen
+            rows_of.setdefault(row["entity"], {}).setdefault(row["id"], row)
+
+    def row_score(row: dict[str, Any]) -> float:
+        if mode == "hybrid":
+            return max(1.0 / (RRF_K + chunk_rank[(n, row["id"])]) for n, _ in lists
+                       if (n, row["id"]) in chunk_rank)  # fmt: skip
+        return float(row["_score"])
+
+    hits = []
+    for entity, rows in rows_of.items():
+        d, s = entity_rank.get(("dense", entity)), entity_rank.get(("sparse", entity))
+        score = (sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None) if mode == "hybrid"
+                 else max(float(r["_score"]) for r in rows.values()))  # fmt: skip
+        best = min(rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9)
+                                                    for n, _ in lists))  # fmt: skip
+        hit = make_hit(best, score, d, s, with_snippet=False)  # made for the few returned
+        hit.same_entity = same_entity(list(rows.values()), best, row_score)
+        hits.append(hit)
+    hits.sort(key=lambda h: (-h.score, min(h.dense_rank or 10**9, h.sparse_rank or 10**9)))
+    return hits
+
+
+def same_entity(
+    rows: list[dict[str, Any]], best: dict[str, Any], score: Callable[[dict[str, Any]], float]
+) -> list[SameEntity]:
+    """The other rows of an entity (one per handle, best first), excluding `best`'s handle."""
+    seen: dict[str, SameEntity] = {}
+    for row in sorted(rows, key=lambda r: -score(r)):
+        if row["handle"] != best["handle"] and row["handle"] not in seen:
+            seen[row["handle"]] = SameEntity(row["handle"], row["type"], round(score(row), 6))
+    return list(seen.values())
+
+
+def diversify(hits: list[Hit], lambda_: float, k: int) -> list[Hit]:
+    """Maximal marginal relevance over the representatives' vectors."""
+    from ghindex.query.rerank import mmr
+
+    pool = hits[: max(3 * k, 30)]
+    if len(pool) < 2:
+        return hits
+    import numpy as np
+
+    vectors = np.stack([h.vector for h in pool])
+    relevance = [h.rerank_score if h.rerank_score is not None else h.score for h in pool]
+    order = mmr(pool, vectors, relevance, lambda_=lambda_, k=len(pool))
+    return [pool[i] for i in order] + hits[len(pool) :]

@@ -1,0 +1,124 @@
+"""What a search answers: entity hits with their best-matching row, and the response
+around them. The CLI prints these, `--json` and the Python API give them as they are,
+and the MCP tools map them to their own compact shape."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ghindex.state.rows import iso_time
+
+
+@dataclass
+class SameEntity:
+    """Another row of a hit's entity that matched (a comment, a review, a file diff)."""
+
+    handle: str
+    type: str
+    score: float
+
+
+@dataclass
+class Hit:
+    handle: str  # the representative row: the item itself, or a comment, review, file diff
+    entity: str  # what results collapse to: the issue, pull request, commit, doc ...
+    type: str
+    entity_type: str
+    repo: str
+    number: int | None
+    title: str
+    url: str
+    state: str | None
+    labels: list[str]
+    author: str | None
+    author_association: str | None
+    updated_at: str | None
+    score: float
+    dense_rank: int | None
+    sparse_rank: int | None
+    snippet: str
+    rerank_score: float | None = None
+    exact: bool = False
+    same_entity: list[SameEntity] = field(default_factory=list)
+    fixed_by: list[str] = field(default_factory=list)
+    closes: list[str] = field(default_factory=list)
+    # the representative row's whole text and vector: for the reranker, MMR and
+    # context packs, never part of an answer
+    text: str = field(default="", repr=False, compare=False)
+    vector: Any = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {k: v for k, v in vars(self).items() if k not in ("text", "vector")}
+        shown["same_entity"] = [asdict(s) for s in self.same_entity]
+        return shown
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    mode: str
+    k: int
+    filters: dict[str, Any]
+    results: list[Hit] = field(default_factory=list)
+    filters_unmatched: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    truncated: bool | None = None  # a scan: whether more entities matched than k
+    graph_results: list[dict[str, Any]] | None = None  # when asked to expand the graph
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {
+            "query": self.query,
+            "mode": self.mode,
+            "k": self.k,
+            "filters": self.filters,
+            "results": [hit.as_dict() for hit in self.results],
+            "filters_unmatched": self.filters_unmatched,
+            "notes": self.notes,
+        }
+        if self.truncated is not None:
+            shown["truncated"] = self.truncated
+        if self.graph_results is not None:
+            shown["graph_results"] = self.graph_results
+        return shown
+
+
+def make_hit(
+    row: dict[str, Any],
+    score: float,
+    dense: int | None,
+    sparse: int | None,
+    *,
+    with_snippet: bool = True,
+) -> Hit:
+    """A hit whose representative is `row` of the `chunks` table."""
+    text = row.get("text") or ""
+    return Hit(
+        handle=row["handle"],
+        entity=row["entity"],
+        type=row["type"],
+        entity_type=row["entity_type"],
+        repo=row["repo"],
+        number=row.get("number"),
+        title=row.get("title") or "",
+        url=row.get("url") or "",
+        state=row.get("state"),
+        labels=list(row.get("labels") or []),
+        author=row.get("author"),
+        author_association=row.get("author_association"),
+        updated_at=iso_time(row.get("updated_at")),
+        score=round(score, 6),
+        dense_rank=dense,
+        sparse_rank=sparse,
+        snippet=snippet(text) if with_snippet else "",
+        text=text,
+        vector=row.get("vector"),
+    )
+
+
+def snippet(text: str, limit: int = 240) -> str:
+    """The chunk's body (without its breadcrumb), on one line."""
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
+    flat = re.sub(r"\s+", " ", body).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

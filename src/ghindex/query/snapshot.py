@@ -1,0 +1,342 @@
+"""One snapshot on disk, behind every door.
+
+A `Snapshot` is a directory holding `state.duckdb`, `lance/` and `manifest.json`: a
+workdir, a pulled snapshot, or the newest snapshot of a store pulled first. It owns the
+layout's paths, the manifest, the read-only connections to the state database and the
+index's `Searcher`, and its methods are the read operations: `search` and `scan`,
+`fetch`/`show`, `related`, `context`, `sql`, `status`, `export`, `report`. The CLI's
+query commands, the MCP tools and the Python API open one and map their arguments onto
+these methods; none of them holds SQL or ranking.
+
+How the state database is opened is the one thing that differs between doors:
+
+- `per_call` (the CLI): a sandboxed read-only connection per call, so nothing is held
+  open between commands and a workdir stays writable;
+- `held` (a pulled snapshot being served): one sandboxed connection for the snapshot's
+  life, a cursor per call (a tenth of a millisecond, against ~14 ms to open the file).
+  Only for a snapshot nothing writes to: a held connection stops writers;
+- `people` (the Python API): one held connection without the sandbox, for analysis that
+  reads or writes files of its own (`COPY ... TO`);
+- a `connection` callable (a served workdir's private state copy, `serve/state_copy.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ghindex.errors import GhindexError, SnapshotError
+from ghindex.query.filters import SORTS, Filters
+from ghindex.query.hits import SearchResponse
+from ghindex.query.search import Searcher
+from ghindex.snapshot.layout import INDEX_DIR, MANIFEST, STATE_FILE
+from ghindex.snapshot.local import live_root
+from ghindex.snapshot.status import age_seconds, created_at
+from ghindex.state.database import no_state
+
+DEFAULT_MAX_CHARS = 20_000
+SQL_TIMEOUT = 10.0
+
+
+class Snapshot:
+    """A snapshot directory and its read operations (see the module's docstring)."""
+
+    def __init__(
+        self,
+        root: Path,
+        manifest: dict[str, Any] | None = None,
+        *,
+        state: str = "per_call",
+        connection: Callable[[], duckdb.DuckDBPyConnection] | None = None,
+        source: Path | None = None,
+        reranker_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        if state not in ("per_call", "held", "people"):
+            raise ValueError(f"unknown state mode {state!r}")
+        self.root = Path(root)
+        self.source = source or self.root  # as the user named it
+        self.manifest = self._read_manifest() if manifest is None else manifest
+        self._mode = state
+        self._connection = connection
+        self._held: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
+        self._searcher: Searcher | None = None
+        self._reranker_factory = reranker_factory
+
+    @classmethod
+    def open(
+        cls, location: str | Path, *, built: bool = False, dest: str | Path | None = None,
+        **options: Any,
+    ) -> Snapshot:  # fmt: skip
+        """The snapshot in a local directory (its current version), or the newest one of
+        a store URL, pulled into `dest` (default `.ghindex/snapshot`) first, downloading
+        only what changed. `built`: refuse a directory with no manifest (no build yet)."""
+        text = str(location)
+        given = Path(text).expanduser()
+        if "://" in text and not text.startswith("file://"):
+            from ghindex.snapshot import Store, pull
+
+            given = Path(dest or ".ghindex/snapshot")
+            pull(Store(text), given)
+        root = live_root(given)
+        if built and not (root / MANIFEST).exists():
+            raise SnapshotError(
+                f"no snapshot in {given}: run `ghindex build` or `ghindex pull` first"
+            )
+        return cls(root, source=given, **options)
+
+    # -- what it is
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    @property
+    def lance_path(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+    @property
+    def snapshot_id(self) -> str | None:
+        """The published snapshot's id; for a local build not yet published, `local-<build>`."""
+        if self.manifest.get("snapshot_id"):
+            return self.manifest["snapshot_id"]
+        build = self.manifest.get("build_id")
+        return f"local-{build}" if build else None
+
+    @property
+    def created_at(self) -> str | None:
+        return created_at(self.manifest)
+
+    def age_seconds(self) -> int | None:
+        return age_seconds(self.manifest)
+
+    # -- what it holds open
+
+    @contextlib.contextmanager
+    def state(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to the state database for one request, closed after it."""
+        if self._connection is not None:
+            con = self._connection()
+        elif self._mode == "per_call":
+            from ghindex.query.sql import connect
+
+            con = connect(self.state_path)
+        else:
+            con = self.connect().cursor()
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """The snapshot's held connection to the state database (opened once)."""
+        with self._lock:
+            if self._held is None:
+                if not self.state_path.exists():
+                    raise no_state(self.state_path)
+                if self._mode == "people":
+                    self._held = duckdb.connect(str(self.state_path), read_only=True)
+                else:
+                    from ghindex.query.sql import connect
+
+                    self._held = connect(self.state_path)
+            return self._held
+
+    @property
+    def searcher(self) -> Searcher:
+        """The index's retrievers, opened on first use."""
+        with self._lock:
+            if self._searcher is None:
+                state = self.state if self.state_path.exists() else None
+                self._searcher = Searcher(
+                    self.lance_path, state=state, reranker_factory=self._reranker_factory
+                )
+            return self._searcher
+
+    def close(self) -> None:
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+            if self._held is not None:
+                self._held.close()
+                self._held = None
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the read operations
+
+    def search(
+        self,
+        query: str,
+        filters: Filters | None = None,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        rerank: bool = False,
+        mmr: float | None = None,
+        sort: str = "relevance",
+        expand: bool = False,
+        hops: int = 1,
+    ) -> SearchResponse:
+        """Hybrid (or dense, or sparse) search; results in order of relevance, or of
+        update or creation time with `sort`; `expand` adds the items linked to them."""
+        if sort not in SORTS:
+            raise GhindexError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
+        response = self.searcher.search(
+            query, filters=filters, k=k, mode=mode, rerank=rerank, mmr=mmr
+        )
+        if sort == "updated_desc":
+            response.results.sort(key=lambda h: h.updated_at or "", reverse=True)
+        elif sort == "created_desc":  # a hit carries no creation time: look its item up
+            created = self.searcher.created([h.entity for h in response.results])
+            response.results.sort(key=lambda h: created.get(h.entity, ""), reverse=True)
+        if expand:
+            response.graph_results = self._expand(response, hops)
+        return response
+
+    def scan(
+        self,
+        filters: Filters | None = None,
+        *,
+        k: int = 10,
+        sort: str = "updated_desc",
+        expand: bool = False,
+        hops: int = 1,
+    ) -> SearchResponse:
+        """The items the filters select, newest first (by update, or creation with
+        `sort="created_desc"`); `truncated` says whether more matched than `k`."""
+        response, more = self.searcher.scan(filters=filters, k=k, sort=sort)
+        response.truncated = more
+        if expand:
+            response.graph_results = self._expand(response, hops)
+        return response
+
+    def context(
+        self, question: str, filters: Filters | None = None, *, max_tokens: int = 4000
+    ) -> dict[str, Any]:
+        """The passages most relevant to `question` that fit `max_tokens`, each cited."""
+        from ghindex.query.context import CANDIDATES, pack
+
+        response = self.searcher.search(question, filters=filters, k=CANDIDATES, mode="hybrid")
+        return pack(response, max_tokens)
+
+    def show(self, handle: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
+        """One item in full: an issue with its comments, a pull request with its reviews
+        and threads, a discussion, a doc, a release, a commit with its diffs."""
+        from ghindex.query.show import show
+
+        with self.state() as con:
+            return show(con, handle, max_chars=max_chars)
+
+    def fetch(self, handles: list[str], *, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
+        """Several items in full (`items`), and the handles that name none (`not_found`)."""
+        from ghindex.query.handles import UnknownHandle
+        from ghindex.query.show import show
+
+        found, missing = [], []
+        with self.state() as con:
+            for handle in handles:
+                try:
+                    found.append(show(con, handle, max_chars=max_chars))
+                except UnknownHandle:
+                    missing.append(handle)
+        return {"items": found, "not_found": missing}
+
+    def related(
+        self,
+        handle: str,
+        *,
+        hops: int = 1,
+        kinds: list[str] | tuple[str, ...] | None = None,
+        history: bool = False,
+    ):
+        """Graph neighbours of one item and (when the snapshot has an index) the items
+        whose text is nearest to it."""
+        from ghindex.query.graph import related
+
+        nearest = self.searcher.nearest if self.lance_path.exists() else None
+        with self.state() as con:
+            return related(con, handle, hops=hops, kinds=kinds or None,
+                           include_history=history, nearest_items=nearest)  # fmt: skip
+
+    def sql(self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT):
+        """One read-only statement over the state database, with row, size and time limits."""
+        from ghindex.query.sql import run_on
+
+        with self.state() as con:
+            return run_on(con, query, max_rows, timeout)
+
+    def relation(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation on the held connection: `.df()`, `.pl()`, `.fetchall()`."""
+        return self.connect().sql(query, params=params)
+
+    def status(self) -> dict[str, Any]:
+        """Snapshot id, age, repositories and their cursors, counts, model, size."""
+        from ghindex.snapshot.status import local_status
+
+        return local_status(self.source)
+
+    def export(self, dest: Path, *, partition: bool | None = None):
+        """Every table and view as Parquet under `dest`."""
+        from ghindex.analysis.export import export
+
+        return export(self.state_path, Path(dest), partition=partition)
+
+    def report(self) -> str:
+        """A self-contained HTML page with charts of the project's flow."""
+        from ghindex.analysis.report import render
+
+        return render(self.state_path)
+
+    # -- helpers
+
+    def _read_manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}  # fetched but not built yet: the state answers, the index does not
+        except ValueError as exc:
+            raise SnapshotError(f"{self.manifest_path} is not valid JSON ({exc})") from None
+
+    def _expand(self, response: SearchResponse, hops: int) -> list[dict[str, Any]]:
+        """Items linked to the results (not among them), each with where it was reached from."""
+        from ghindex.query.graph import neighbours
+        from ghindex.query.handles import UnknownHandle
+
+        shown = {h.entity for h in response.results}
+        found: dict[str, dict[str, Any]] = {}
+        with self.state() as con:
+            for hit in response.results:
+                try:
+                    near = neighbours(con, hit.entity, hops=hops)
+                except UnknownHandle:
+                    continue
+                for n in near:
+                    if n.handle in shown or n.handle in found:
+                        continue
+                    found[n.handle] = {
+                        "handle": n.handle,
+                        "type": n.type,
+                        "title": n.title,
+                        "url": n.url,
+                        "hop": n.hop,
+                        "from": hit.entity if n.hop == 1 else n.via,
+                        "kind": n.kind,
+                        "direction": n.direction,
+                    }
+        return list(found.values())
