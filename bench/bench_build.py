@@ -7,7 +7,7 @@ runs on an empty LanceDB directory, so every chunk goes through the model, and
 is loaded once before any timing (`embed._load` is cached per process), so load
 time is excluded from both sides. Finally the no-change rebuild is timed.
 
-    /tmp/venv/bin/python bench/bench_build.py --docs 300 --rounds 3
+    python -m bench.bench_build --docs 300 --rounds 3
 """
 
 from __future__ import annotations

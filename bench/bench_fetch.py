@@ -10,7 +10,7 @@ GitHub's published rule instead: every connection costs one request per parent
 item it is asked for (the product of the `first` arguments above it); the sum over
 a query, divided by 100 and rounded, is its cost, at least 1.
 
-    python bench/bench_fetch.py [--issues 2000] [--pulls 1000]
+    python -m bench.bench_fetch [--issues 2000] [--pulls 1000]
 """
 
 from __future__ import annotations
@@ -18,17 +18,18 @@ from __future__ import annotations
 import argparse
 import math
 import platform
-import sys
 import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, get_named_type
 
-from github_server import (  # noqa: E402
+from ghindex.github.client import GraphQLClient
+from ghindex.github.graphql import load_query
+from ghindex.github.ingest import fetch
+from testkit.github_server import (
     GitHubServer,
     comment_node,
     format_time,
@@ -38,11 +39,6 @@ from github_server import (  # noqa: E402
     pull_request_node,
     review_node,
 )
-from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, get_named_type  # noqa: E402
-
-from ghindex.github.client import GraphQLClient  # noqa: E402
-from ghindex.github.graphql import load_query  # noqa: E402
-from ghindex.github.ingest import fetch  # noqa: E402
 
 REPO = "bench/project"
 START = parse_time("2024-01-01T00:00:00Z")

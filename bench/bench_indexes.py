@@ -6,7 +6,7 @@ vector index, with recall@10 against the brute-force top 10; then the exact
 reference lookup every search runs (`Searcher._exact`) before and after BTree
 indexes on `handle` and `entity`.
 
-    /tmp/venv/bin/python bench/bench_indexes.py --size 100000
+    python -m bench.bench_indexes --size 100000
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_search import EVAL, base_documents, base_vectors, synthesise
 from lancedb.index import BTree, IvfHnswSq, IvfPq
 
+from bench.bench_search import EVAL, base_documents, base_vectors, synthesise
 from ghindex.config import DEFAULT_MODEL
 from ghindex.index import table as index
 from ghindex.index.embed import Embedder

@@ -24,7 +24,7 @@ from the other: the first runs showed +900 ms per HTTP hybrid search that was on
 this. The script sets OMP_WAIT_POLICY=PASSIVE for itself and the server (unless it is
 set already), which makes the three ways comparable.
 
-    python bench/bench_mcp.py                  # --sizes 10000,100000 --queries 50
+    python -m bench.bench_mcp                   # --sizes 10000,100000 --queries 50
 """
 
 from __future__ import annotations
@@ -49,22 +49,18 @@ from pathlib import Path
 import httpx2
 import mcp
 import numpy as np
-from bench_search import EVAL, base_documents, base_vectors, synthesise
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from github_server import as_response, issue_node, pull_request_node, ref  # noqa: E402
-
-from ghindex.config import DEFAULT_MODEL  # noqa: E402
-from ghindex.index import table as index  # noqa: E402
-from ghindex.index.build import BuildReport, write_manifest  # noqa: E402
-from ghindex.index.chunking import Chunk, ChunkSettings  # noqa: E402
-from ghindex.index.documents import Document, DocumentSettings  # noqa: E402
-from ghindex.index.embed import Embedder  # noqa: E402
-from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools  # noqa: E402
-from ghindex.state import items  # noqa: E402
-from ghindex.state.database import open_state, transaction  # noqa: E402
+from bench.bench_search import EVAL, base_documents, base_vectors, synthesise
+from ghindex.config import DEFAULT_MODEL
+from ghindex.index import table as index
+from ghindex.index.build import BuildReport, write_manifest
+from ghindex.index.chunking import Chunk, ChunkSettings
+from ghindex.index.documents import Document, DocumentSettings
+from ghindex.index.embed import Embedder
+from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
+from testkit.github_server import as_response, issue_node, pull_request_node, ref
 
 SQL = "SELECT repo, state, count(*) AS n FROM issues GROUP BY ALL ORDER BY ALL"
 

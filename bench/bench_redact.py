@@ -1,6 +1,6 @@
 """Redaction measured: recall per secret format, false alarms on real text, and its cost.
 
-1. Recall: every format of tests/secrets_corpus.py (synthetic, seeded) placed in a
+1. Recall: every format of testkit/secrets_corpus.py (synthetic, seeded) placed in a
    title, a body, a comment, a diff line, a quoted reply, inline code and in a body
    long enough to be split into several chunks, through `redact()`: is any sensitive
    part left?
@@ -11,7 +11,7 @@
    `--rounds`), side by side with chunking and embedding a sample of the same
    documents with the packaged model, as a share of a build's time per document.
 
-    python bench/bench_redact.py [--rounds 3] [--embed-sample 60]
+    python -m bench.bench_redact [--rounds 3] [--embed-sample 60]
 """
 
 from __future__ import annotations
@@ -20,18 +20,14 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ghindex.state.redact import find, redact
+from testkit.secrets_corpus import corpus
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from secrets_corpus import corpus  # noqa: E402
-
-from ghindex.state.redact import find, redact  # noqa: E402
-
 EVAL = ROOT.parent / "shared" / "eval"
 CONTEXTS = {
     "title": "Leak: {}",

@@ -8,7 +8,7 @@ vectors a small random perturbation (re-normalised). Tables are written with
 `ghindex.index.table.write_chunks`, so schema, FTS index and search code are the
 product's. Queries are the eval set's queries.
 
-    /tmp/venv/bin/python bench/bench_search.py --sizes 10000,100000
+    python -m bench.bench_search --sizes 10000,100000
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from bench_build import read_corpus, store_documents
 
+from bench.bench_build import read_corpus, store_documents
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
 from ghindex.index import table as index
 from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document

@@ -13,7 +13,7 @@ here does not depend on the vectors' values: the embedding cache is seeded with
 real all-MiniLM-L6-v2 vectors of eval-corpus texts (perturbed per chunk), so the
 build embeds nothing and every other step is the product's.
 
-    python bench/bench_snapshot.py [--issues 25000] [--rounds 3]
+    python -m bench.bench_snapshot [--issues 25000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -33,21 +33,17 @@ import boto3
 import numpy as np
 from moto.server import ThreadedMotoServer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from github_server import as_response, issue_node, repository_node  # noqa: E402
-
-from ghindex.config import DEFAULT_MODEL, Settings  # noqa: E402
-from ghindex.index import table as index  # noqa: E402
-from ghindex.index.build import build  # noqa: E402
-from ghindex.index.chunking import ChunkSettings, chunk_document  # noqa: E402
-from ghindex.index.documents import iter_documents  # noqa: E402
-from ghindex.snapshot import Store, publish, pull  # noqa: E402
-from ghindex.snapshot.layout import blob_path  # noqa: E402
-from ghindex.snapshot.refs import latest_ref, read_manifest  # noqa: E402
-from ghindex.state import items  # noqa: E402
-from ghindex.state.database import open_state, transaction  # noqa: E402
+from ghindex.config import DEFAULT_MODEL, Settings
+from ghindex.index import table as index
+from ghindex.index.build import build
+from ghindex.index.chunking import ChunkSettings, chunk_document
+from ghindex.index.documents import iter_documents
+from ghindex.snapshot import Store, publish, pull
+from ghindex.snapshot.layout import blob_path
+from ghindex.snapshot.refs import latest_ref, read_manifest
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
+from testkit.github_server import as_response, issue_node, repository_node
 
 REPO = "bench/snapshots"
 # Runs the ghindex CLI, then prints the process's peak resident memory (KiB) to stderr.

@@ -40,9 +40,16 @@ from urllib.parse import unquote
 
 from ghindex.gitsource.commits import Commit, FileChange, Person, _commit_row, _file_row
 from ghindex.gitsource.docs import DOCS, WIKI
-from ghindex.state import conversation, items
+from ghindex.state import items
 from ghindex.state.database import transaction
 from ghindex.state.rows import upsert
+from ghindex.vocabulary.handles import (
+    comment_handle,
+    doc_handle,
+    item_handle,
+    release_handle,
+    wiki_handle,
+)
 
 FALLBACK_TIME = "2000-01-01T00:00:00Z"  # for records without dates (docs, releases)
 EMPTY_PAGE = {"hasNextPage": False, "endCursor": None}
@@ -149,12 +156,10 @@ def store_corpus(con, records: Sequence[dict[str, Any]]) -> Loaded:
                 if number is None:
                     loaded.skipped[f"{kind} without a number"] += 1
                     continue
-                handle = items.issue_handle(repo, number)
+                handle = item_handle(repo, number)
                 kids = comments.pop(handle, [])
                 for comment_id, node in kids:
-                    loaded.handles[conversation.comment_handle(handle, node["databaseId"])] = (
-                        comment_id
-                    )
+                    loaded.handles[comment_handle(handle, node["databaseId"])] = comment_id
                 nodes.append((repo, thread_node(record, kind, number, [n for _, n in kids])))
                 _remember(loaded, handle, record)
         for kids in comments.values():
@@ -172,7 +177,7 @@ def store_corpus(con, records: Sequence[dict[str, Any]]) -> Loaded:
         for record in groups["release"]:
             repo, node = record_repo(record), release_node(record)
             releases[repo].append(node)
-            _remember(loaded, items.release_handle(repo, node["tagName"]), record)
+            _remember(loaded, release_handle(repo, node["tagName"]), record)
         for repo, nodes in releases.items():
             loaded.stored["releases"] += items.replace_releases(con, repo, nodes)
 
@@ -377,7 +382,7 @@ def _comments_by_parent(
             "replies": connection([]),
             "replyTo": None,
         }
-        found[items.issue_handle(record_repo(record), number)].append((record["id"], node))
+        found[item_handle(record_repo(record), number)].append((record["id"], node))
     return found
 
 
@@ -417,15 +422,17 @@ def doc_row(record: dict[str, Any], kind: str) -> dict[str, Any]:
     body = record.get("body") or ""
     data = body.encode("utf-8")
     source = DOCS if kind == "doc" else WIKI
-    key = source.key(path) or (path if kind == "doc" else f"wiki/{Path(path).stem}")
     commit = blob[1] if blob and _SHA.match(blob[1]) else record.get("sha")
     repo = record_repo(record)
+    handle = source.handle(repo, path) or (
+        doc_handle(repo, path) if kind == "doc" else wiki_handle(repo, Path(path).stem)
+    )
     return {
-        "handle": f"{repo}:{key}",
+        "handle": handle,
         "repo": repo,
         "kind": source.kind,
         "path": path,
-        "title": source.title(body, path, key) or record.get("title") or path,
+        "title": source.title(body, path, handle) or record.get("title") or path,
         "body": body,
         "commit_sha": commit or hashlib.sha256(data).hexdigest()[:40],
         "blob_sha": hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(),

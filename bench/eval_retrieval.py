@@ -1,9 +1,9 @@
 """Retrieval quality of ghindex on an eval set: recall@k, MRR@k and nDCG@k per search
 mode and task, and query latency per mode.
 
-    /tmp/venv/bin/python bench/eval_retrieval.py /work/shared/eval/httpx-changelog
-    /tmp/venv/bin/python bench/eval_retrieval.py DIR --json --limit-queries 60
-    /tmp/venv/bin/python bench/eval_retrieval.py DIR --limit-queries 20 --limit-docs 200
+    python -m bench.eval_retrieval /work/shared/eval/httpx-changelog
+    python -m bench.eval_retrieval DIR --json --limit-queries 60
+    python -m bench.eval_retrieval DIR --limit-queries 20 --limit-docs 200
 
 --limit-queries takes N queries spread evenly over the file; --limit-docs keeps the
 documents those queries need (relevant and excluded) and fills up with others.
@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from eval_corpus import EvalSet, Loaded, read_set, say, store_corpus
 
+from bench.eval_corpus import EvalSet, Loaded, read_set, say, store_corpus
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
 from ghindex.errors import GhindexError
 from ghindex.index import table as index

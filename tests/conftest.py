@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
-from github_server import GitHubServer
 
 from ghindex.cli import cli
+from testkit.github_server import GitHubServer
 
 _ENV_PREFIXES = ("GHINDEX_", "GITHUB_TOKEN", "GH_TOKEN")
 
@@ -28,7 +28,7 @@ def isolated(tmp_path, monkeypatch):
 
 @pytest.fixture
 def github_server():
-    """A running local GitHub GraphQL API with no repositories (see tests/github_server.py)."""
+    """A running local GitHub GraphQL API with no repositories (see testkit/github_server.py)."""
     with GitHubServer() as server:
         yield server
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from github_server import comment_node, issue_node
 from ruamel.yaml import YAML
 
 from ghindex import __version__
 from ghindex.cli import cli
+from testkit.github_server import comment_node, issue_node
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -389,6 +389,7 @@ def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_action_updates_a_store_then_moves_only_what_changed(github, tmp_path):
     serve_tiny_repo(github)
     clone = make_clone(tmp_path / "workspace")
@@ -431,6 +432,7 @@ def test_the_action_updates_a_store_then_moves_only_what_changed(github, tmp_pat
     ]  # keep: 1
 
 
+@pytest.mark.slow
 def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
     serve_tiny_repo(github, "octo/hello")
     serve_tiny_repo(github, "octo/world")
@@ -450,6 +452,7 @@ def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
     assert (tmp_path / "workspace" / "shard" / "state.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_the_action_can_leave_diffs_out_of_the_index(github, tmp_path):
     serve_tiny_repo(github)
     make_clone(tmp_path / "workspace")

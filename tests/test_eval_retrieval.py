@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from bench import eval_corpus, eval_retrieval
 from ghindex.state.database import open_state
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import eval_corpus
-import eval_retrieval
 
 SHA_A = "a" * 40
 SHA_B = "b" * 40
@@ -361,6 +356,7 @@ def test_scores_and_ranking():
     assert eval_retrieval.ranked_ids(hits, handles) == ["commit-a", "issue-1", "c5", "?o/r#9"]
 
 
+@pytest.mark.slow
 def test_harness_json_shape(tmp_path, capsys):
     folder = tmp_path / "tiny-set"
     folder.mkdir()

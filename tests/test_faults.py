@@ -1,6 +1,6 @@
 """Fetching survives GitHub's failures: retries, rate limits, partial and malformed answers.
 
-Everything runs against the local GitHub server (tests/github_server.py) over HTTP; faults
+Everything runs against the local GitHub server (testkit/github_server.py) over HTTP; faults
 are injected there, never by patching the client. Waits are real but short: rate-limit
 resets a second or two away, backoff bases of 10 ms. Only the client's own decisions
 (backoff bounds, wait messages) are checked with an injected sleep and clock.
@@ -15,11 +15,11 @@ import traceback
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from github_server import GitHubServer, format_time, issue_node, parse_time
-from state import rows
 
 from ghindex.errors import GitHubError, RateLimited
 from ghindex.github.client import GraphQLClient
+from testkit.github_server import GitHubServer, format_time, issue_node, parse_time
+from testkit.state import rows
 
 HELLO = {"owner": "octo", "name": "hello"}
 HELLO_ISSUES = {**HELLO, "since": None, "after": None}
@@ -197,6 +197,7 @@ def test_an_unreachable_server_is_retried_then_named(monkeypatch):
 
 
 @pytest.mark.parametrize("status", [403, 429])
+@pytest.mark.slow
 def test_secondary_rate_limit_waits_retry_after_then_succeeds(hello, client, caplog, status):
     hello.fail_requests(n=1, status=status, headers={"Retry-After": "1"})
     github = client(retries=0)  # rate-limit waits are not failures: no retry budget needed
@@ -242,6 +243,7 @@ def test_a_403_that_is_no_rate_limit_is_not_retried(hello, client):
 # -------------------------------------------------------------- primary rate limit
 
 
+@pytest.mark.slow
 def test_primary_rate_limit_is_waited_out_until_the_reset(hello, client, caplog):
     hello.rate_limit.update(remaining=0, resetAt=reset_in(2))
     until = clock_time(hello.rate_limit["resetAt"])
@@ -275,6 +277,7 @@ def test_primary_rate_limit_beyond_max_wait_raises_rate_limited(hello, client):
 # ---------------------------------------------------------------------- budget
 
 
+@pytest.mark.slow
 def test_the_client_waits_for_the_reset_before_a_query_it_cannot_afford(hello, client):
     hello.spend_rate_limit = True
     hello.rate_limited_status = 403  # a query sent without the points would show as 403
@@ -433,6 +436,7 @@ def test_the_token_never_reaches_messages_or_logs(hello, client, caplog, status,
 # ---------------------------------------------------------- through `ghindex fetch`
 
 
+@pytest.mark.slow
 def test_rate_limit_mid_run_stops_with_progress_saved_and_resumes(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
     github.spend_rate_limit = True
@@ -459,6 +463,7 @@ def test_rate_limit_mid_run_stops_with_progress_saved_and_resumes(github, workdi
     assert rows(workdir, "SELECT count(*), count(DISTINCT number) FROM issues") == [(250, 250)]
 
 
+@pytest.mark.slow
 def test_primary_rate_limit_403_is_waited_out_by_fetch(github, workdir, run):
     github.add_repo("octo/hello", issues=[issue_node(1)])
     github.rate_limited_status = 403
@@ -471,6 +476,7 @@ def test_primary_rate_limit_403_is_waited_out_by_fetch(github, workdir, run):
     assert rows(workdir, "SELECT number FROM issues") == [(1,)]
 
 
+@pytest.mark.slow
 def test_a_null_item_in_a_page_is_named_and_read_again_by_id(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
     # Repository and the first issue page are whole; the second has a null node.

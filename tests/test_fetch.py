@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from github_server import issue_node, pull_request_node
-from state import operations, rows, utc
+
+from testkit.github_server import issue_node, pull_request_node
+from testkit.state import operations, rows, utc
 
 EVERY_SURFACE = ["Repository", "Issues", "PullRequests", "Discussions", "Releases"]
 
@@ -185,6 +186,7 @@ def test_second_fetch_with_nothing_changed_asks_only_for_the_first_pages(hello, 
     assert rows(workdir, "SELECT count(*) FROM issue_labels")[0][0] == 3
 
 
+@pytest.mark.slow
 def test_incremental_fetch_picks_up_changes_and_replaces_labels(hello, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     issue = hello.repos["octo/hello"]["issues"][0]
@@ -225,6 +227,7 @@ def many_issues(count, repo="octo/big"):
     ]
 
 
+@pytest.mark.slow
 def test_fetch_pages_through_more_than_one_hundred_items(github, workdir, run):
     pulls = [
         pull_request_node(
@@ -244,6 +247,7 @@ def test_fetch_pages_through_more_than_one_hundred_items(github, workdir, run):
     assert rows(workdir, "SELECT count(*) FROM pull_requests") == [(150,)]
 
 
+@pytest.mark.slow
 def test_pull_requests_stop_at_the_high_water_mark(github, workdir, run):
     pulls = [
         pull_request_node(
@@ -266,6 +270,7 @@ def test_pull_requests_stop_at_the_high_water_mark(github, workdir, run):
     ) == [(utc("2024-04-01T00:00:00Z"),)]
 
 
+@pytest.mark.slow
 def test_error_mid_run_keeps_committed_pages_and_resumes_from_them(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
     # Repository, Issues page 1 succeed; page 2 answers with a GraphQL error
@@ -355,6 +360,7 @@ def test_server_errors_after_retries_give_one_line(hello, workdir, run):
     assert result.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_transient_server_errors_are_retried(hello, workdir, run, monkeypatch):
     monkeypatch.setenv("GHINDEX_HTTP_RETRIES", "2")
     hello.fail_requests(n=1, status=502, after=1)
@@ -366,6 +372,7 @@ def test_transient_server_errors_are_retried(hello, workdir, run, monkeypatch):
     assert rows(workdir, "SELECT count(*) FROM issues") == [(1,)]
 
 
+@pytest.mark.slow
 def test_full_fetch_ignores_the_high_water_mark(hello, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     hello.requests.clear()

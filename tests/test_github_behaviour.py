@@ -1,6 +1,6 @@
 """ghindex against GitHub's unkind answers, one test per case of docs/github-behaviour.md.
 
-The test server answers each case the way GitHub does (tests/github_server.py says
+The test server answers each case the way GitHub does (testkit/github_server.py says
 where that comes from); every test runs the real `ghindex fetch` and checks the state
 rows, the `runs` entry and what the user is told.
 """
@@ -11,7 +11,10 @@ import json
 
 import pytest
 import requests
-from github_server import (
+from graphql import print_ast
+
+from ghindex.github.graphql import load_query, query_names
+from testkit.github_server import (
     NODE_LIMIT,
     TIMEOUT_MESSAGE,
     comment_node,
@@ -22,10 +25,7 @@ from github_server import (
     pull_request_node,
     ref,
 )
-from graphql import print_ast
-from state import rows
-
-from ghindex.github.graphql import load_query, query_names
+from testkit.state import rows
 
 SAML = (
     "Resource protected by organization SAML enforcement. You must grant your Personal "
@@ -241,6 +241,7 @@ def test_an_item_the_token_may_no_longer_read_is_kept_and_counted(github, workdi
          "errors": [{"path": ["nodes"], "message": "Something broke"}]},
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_any_other_answer_to_a_deletion_check_removes_nothing(github, workdir, run, answer):
     github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
@@ -256,6 +257,7 @@ def test_any_other_answer_to_a_deletion_check_removes_nothing(github, workdir, r
     assert fetch_runs(workdir)[-1][0] == "failed"
 
 
+@pytest.mark.slow
 def test_a_run_that_would_remove_too_much_removes_nothing_until_forced(github, workdir, run):
     github.add_repo("octo/hello", issues=[issue_node(n) for n in range(1, 31)])
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
@@ -292,6 +294,7 @@ def test_a_few_deletions_pass_the_guard(github, workdir, run):
 
 
 @pytest.mark.parametrize("old_id", ["not found", "resolves to the discussion"])
+@pytest.mark.slow
 def test_an_issue_converted_to_a_discussion_leaves_the_issues(github, workdir, run, old_id):
     github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
@@ -333,6 +336,7 @@ def test_a_pull_request_whose_head_repository_was_deleted_is_stored(github, work
     ]
 
 
+@pytest.mark.slow
 def test_a_renamed_repository_keeps_one_name_the_new_one(github, workdir, run):
     github.add_repo(
         "octo/old",
@@ -389,6 +393,7 @@ def test_an_issue_transferred_between_repositories_leaves_the_old_one(github, wo
 # ----------------------------------------------------------------------- partial answers
 
 
+@pytest.mark.slow
 def test_an_item_with_a_failing_part_is_skipped_then_read_on_the_next_run(github, workdir, run):
     broken = comment_node(8, "secret plans")
     github.add_repo(
@@ -427,6 +432,7 @@ def test_an_item_with_a_failing_part_is_skipped_then_read_on_the_next_run(github
     assert fetch_runs(workdir)[-1][0] == "ok"
 
 
+@pytest.mark.slow
 def test_an_item_nulled_by_a_failing_connection_is_named_and_read_later(github, workdir, run):
     github.add_repo("octo/hello", issues=[issue_node(n) for n in (1, 2, 3)])
     second = github.repos["octo/hello"]["issues"][1]
@@ -532,6 +538,7 @@ def test_a_403_for_an_integration_names_the_permission(github, workdir, run):
 
 
 @pytest.mark.parametrize("status", [502, 200])
+@pytest.mark.slow
 def test_a_timeout_is_answered_with_smaller_pages(github, workdir, run, status):
     github.add_repo("octo/hello", issues=[issue_node(n) for n in range(1, 31)])
     github.timeout_above_nodes = 10_000  # a page of 100 issues is 40,100 possible nodes
@@ -581,6 +588,7 @@ def test_resource_limits_exceeded_is_answered_with_smaller_pages(github, workdir
 # ------------------------------------------------------------------------------- status
 
 
+@pytest.mark.slow
 def test_status_shows_what_the_last_fetch_could_not_read(github, workdir, run):
     broken = comment_node(8)
     github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2, comments=[broken])])
@@ -722,6 +730,7 @@ def test_items_that_cannot_be_read_again_wait_without_failing_the_run(github, wo
     assert rows(workdir, "SELECT number FROM issues ORDER BY 1") == [(1,), (2,)]
 
 
+@pytest.mark.slow
 def test_a_rename_onto_a_name_that_held_another_repository(github, workdir, run):
     github.add_repo("octo/new", issues=[issue_node(1, repo="octo/new", title="stale")])
     reply = discussion_comment_node(6, "reply", replyTo={"databaseId": 5})

@@ -4,7 +4,10 @@ import random
 from datetime import timedelta
 
 import requests
-from github_server import (
+from graphql import print_ast
+
+from ghindex.github.graphql import load_query
+from testkit.github_server import (
     connection_errors,
     format_time,
     issue_node,
@@ -12,9 +15,6 @@ from github_server import (
     parse_time,
     pull_request_node,
 )
-from graphql import print_ast
-
-from ghindex.github.graphql import load_query
 
 
 def post(server, query, variables=None, token="ghp_test_token", operation=None):

@@ -751,6 +751,7 @@ def test_repo_from_remote(tmp_path):
     assert repo_from_remote(repo.path) == RemoteRepo("octo/hello", "https://github.com")
 
 
+@pytest.mark.slow
 def test_build_reads_git_sources_named_by_their_remote(project, tmp_path, run, isolated):
     """`ghindex build --git PATH` reads the clone into the state before indexing."""
     project.git("remote", "add", "origin", "git@github.com:octo/project.git")
@@ -790,6 +791,7 @@ def test_build_says_when_a_clone_has_no_known_remote(project, run):
     assert result.stderr.endswith("pass the repository as owner/name\n")
 
 
+@pytest.mark.slow
 def test_every_commit_is_searchable_even_without_a_text_diff(project, run):
     """Diff documents per changed text file; a commit with none gets its message indexed."""
     project.git("remote", "add", "origin", "https://github.com/octo/project.git")

@@ -8,7 +8,14 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from github_server import (
+
+from ghindex.errors import GhindexError
+from ghindex.gitsource.doc_links import doc_links, replace_doc_links
+from ghindex.query.graph import fix_links, neighbours, related
+from ghindex.query.handles import UnknownHandle, resolve_handle
+from ghindex.state import items
+from ghindex.state.database import open_state
+from testkit.github_server import (
     as_response,
     comment_node,
     event,
@@ -17,13 +24,6 @@ from github_server import (
     ref,
     review_node,
 )
-
-from ghindex.errors import GhindexError
-from ghindex.gitsource.doc_links import doc_links, replace_doc_links
-from ghindex.query.graph import fix_links, neighbours, related
-from ghindex.query.handles import UnknownHandle, resolve_handle
-from ghindex.state import items
-from ghindex.state.database import open_state
 
 R = "octo/hello"
 D, E, F = (f"{R}@{c * 40}" for c in "def")

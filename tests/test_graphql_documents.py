@@ -4,10 +4,10 @@ paginates every connection the way GitHub requires."""
 from __future__ import annotations
 
 import pytest
-from github_server import connection_errors, load_schema, parse_document, validate_document
 from graphql import FragmentDefinitionNode, print_ast
 
 from ghindex.github.graphql import _fragments, load_query, query_names
+from testkit.github_server import connection_errors, load_schema, parse_document, validate_document
 
 DOCUMENTS = query_names()
 

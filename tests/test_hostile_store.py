@@ -25,7 +25,6 @@ from typing import Any
 
 import duckdb
 import pytest
-from state import built_workdir
 
 from ghindex.errors import SnapshotError
 from ghindex.serve import SnapshotHolder
@@ -39,6 +38,7 @@ from ghindex.snapshot.layout import (
     ref_path,
 )
 from ghindex.snapshot.local import live_root
+from testkit.state import built_workdir
 
 ISSUES = 5
 LOCK = ".ghindex.lock"  # its text names the pid of the last pull that held it
@@ -712,6 +712,7 @@ def test_the_corpus_is_large_and_named_uniquely():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.slow
 def test_a_hostile_store_is_refused_and_changes_nothing(case, good):
     case.craft(good)
     before = observe(good, good.dest)
@@ -740,6 +741,7 @@ def test_a_hostile_store_is_refused_and_changes_nothing(case, good):
 # ---------------------------------------------------------------------------- other surfaces
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_hostile_store_in_one_line(good, run):
     hostile_entry(good, UP_TO_CANARY)
     before = observe(good, good.dest)
@@ -757,6 +759,7 @@ def test_the_cli_refuses_a_hostile_store_in_one_line(good, run):
     assert_unchanged(good, good.dest, before)
 
 
+@pytest.mark.slow
 def test_a_server_keeps_serving_when_the_store_turns_hostile(good):
     cache = good.tmp / "serve"
     holder = SnapshotHolder(store=Store(str(good.store_dir)), cache=cache, interval=300)

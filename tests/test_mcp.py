@@ -20,19 +20,8 @@ from pathlib import Path
 import httpx2
 import mcp
 import pytest
-from github_server import (
-    as_response,
-    comment_node,
-    issue_node,
-    pull_request_node,
-    ref,
-    review_comment_node,
-    review_node,
-    thread_node,
-)
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from state import settings_for, store_issues
 
 from ghindex.errors import GhindexError
 from ghindex.index.build import build
@@ -43,6 +32,19 @@ from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
+from testkit.github_server import (
+    as_response,
+    comment_node,
+    issue_node,
+    pull_request_node,
+    ref,
+    review_comment_node,
+    review_node,
+    thread_node,
+)
+from testkit.state import settings_for, store_issues
+
+pytestmark = pytest.mark.slow  # a built snapshot, and `ghindex serve` subprocesses
 
 TOOLS = ["search", "fetch", "related", "context", "sql", "status"]
 RESULT_FIELDS = (

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
-from github_server import comment_node, issue_node
-from state import rows, settings_for, store_issues
+import pytest
 
 from ghindex.index.build import build
+from testkit.github_server import comment_node, issue_node
+from testkit.state import rows, settings_for, store_issues
 
 
+@pytest.mark.slow
 def test_shards_merge_without_embedding_again(isolated, run):
     for name, repo in (("a", "octo/alpha"), ("b", "octo/beta")):
         shard = settings_for(isolated / "shards" / name)

@@ -18,14 +18,16 @@ from pathlib import Path
 import duckdb
 import lancedb
 import pytest
-from github_server import issue_node
-from state import settings_for, store_issues
 
 from ghindex.errors import SnapshotError
 from ghindex.index.build import build
 from ghindex.snapshot import Store, publish, pull
 from ghindex.snapshot.layout import MANIFEST, Manifest
 from ghindex.snapshot.local import live_root
+from testkit.github_server import issue_node
+from testkit.state import settings_for, store_issues
+
+pytestmark = pytest.mark.slow  # built snapshots, and `ghindex pull` processes killed at each step
 
 
 @pytest.fixture(scope="session")

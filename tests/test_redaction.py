@@ -1,6 +1,6 @@
 """Secrets never reach a snapshot: redaction at ingestion, checked end to end.
 
-The credentials come from tests/secrets_corpus.py (synthetic, generated from a seed).
+The credentials come from testkit/secrets_corpus.py (synthetic, generated from a seed).
 The end-to-end test plants every format in titles, bodies, comments, review diffs,
 release notes, discussions, a git commit's diff and docs, fetches and builds a real
 workdir, and then looks for each secret everywhere: every text column of every table,
@@ -15,7 +15,12 @@ from pathlib import Path
 
 import lancedb
 import pytest
-from github_server import (
+from test_gitsource import Repo
+
+from ghindex.state import redact as redaction
+from ghindex.state.database import open_state
+from ghindex.state.redact import redact
+from testkit.github_server import (
     comment_node,
     discussion_node,
     issue_node,
@@ -24,13 +29,8 @@ from github_server import (
     review_comment_node,
     thread_node,
 )
-from secrets_corpus import corpus
-from state import rows
-from test_gitsource import Repo
-
-from ghindex.state import redact as redaction
-from ghindex.state.database import open_state
-from ghindex.state.redact import redact
+from testkit.secrets_corpus import corpus
+from testkit.state import rows
 
 SECRETS = corpus()
 ONE_LINE = [s for s in SECRETS if s.one_line]
@@ -196,6 +196,7 @@ def survivors(text: str) -> list[str]:
     return [f"{s.format}: {part[:12]}…" for s in SECRETS for part in s.parts if part in text]
 
 
+@pytest.mark.slow
 def test_no_secret_survives_anywhere_in_a_built_workdir(github, workdir, run, isolated):
     clone = planted_repo(github, isolated)
 
@@ -286,6 +287,7 @@ def test_turning_redaction_off_reads_everything_again(github, workdir, run, isol
     ]
 
 
+@pytest.mark.slow
 def test_a_workdir_from_before_redaction_is_redacted_and_its_index_pruned(
     github, workdir, run, isolated
 ):
@@ -308,6 +310,7 @@ def test_a_workdir_from_before_redaction_is_redacted_and_its_index_pruned(
     assert token.encode() not in raw  # old Lance versions and index files pruned too
 
 
+@pytest.mark.slow
 def test_merging_a_raw_shard_redacts_it(github, run, isolated, monkeypatch):
     token = "ghp_" + "K5" * 18
     github.add_repo("octo/a", issues=[issue_node(1, repo="octo/a", body=f"a {token}")])

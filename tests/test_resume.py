@@ -10,14 +10,23 @@ import sys
 import time
 from datetime import timedelta
 
-from github_server import comment_node, format_time, issue_node, parse_time, pull_request_node
-from state import rows
+import pytest
+
+from testkit.github_server import (
+    comment_node,
+    format_time,
+    issue_node,
+    parse_time,
+    pull_request_node,
+)
+from testkit.state import rows
 
 
 def stamp(n):
     return format_time(parse_time("2024-01-01T00:00:00Z") + timedelta(minutes=n))
 
 
+@pytest.mark.slow
 def test_kill_9_mid_paging_then_resume(github, isolated, run):
     workdir = isolated / "work"
     github.add_repo(

@@ -1,7 +1,7 @@
 """The bundled sample (src/ghindex/sample/github3py.jsonl) is exactly what ghindex's
 queries return for its repositories.
 
-Every repository of the sample is served by the local GitHub API (tests/github_server.py)
+Every repository of the sample is served by the local GitHub API (testkit/github_server.py)
 and read back with the real query documents, every connection paged to its end (the
 nested ones through the node queries, as the fetcher does). The result must equal the
 sample, apart from where the pages were cut. GraphQL returns exactly the fields a query
@@ -18,7 +18,6 @@ from importlib import resources
 from typing import Any
 
 import pytest
-from github_server import GitHubServer
 from graphql import (
     REMOVE,
     ArgumentNode,
@@ -36,6 +35,7 @@ from graphql import (
 )
 
 from ghindex.github.graphql import load_query, query_names
+from testkit.github_server import GitHubServer
 
 # Line key -> (query document, connection field of `repository` it pages).
 LISTS = {
@@ -283,6 +283,7 @@ def test_ids_are_unique(records):
 
 
 @pytest.mark.parametrize("page_size", [None, 2], ids=["query-page-sizes", "pages-of-2"])
+@pytest.mark.slow
 def test_reading_the_sample_back_through_the_queries_gives_the_sample(server, records, page_size):
     reader = Reader(server, page_size)
     for record in records:

@@ -9,10 +9,13 @@ import sys
 import textwrap
 
 import mcp
-from state import built_workdir
+import pytest
 
 from ghindex.serve.holder import SnapshotHolder, open_snapshot
 from ghindex.serve.server import create_server
+from testkit.state import built_workdir
+
+pytestmark = pytest.mark.slow  # built workdirs, and writer and server processes
 
 # Holds the state for writing six times, half a second each, adding one run per hold.
 WRITER = textwrap.dedent(
@@ -102,10 +105,9 @@ def test_a_server_with_no_copy_yet_says_the_workdir_is_being_rebuilt(tmp_path):
 
 
 def test_a_rebuild_of_the_served_workdir_is_answered_from_next(tmp_path):
-    from github_server import issue_node
-    from state import settings_for, store_issues
-
     from ghindex.index.build import build
+    from testkit.github_server import issue_node
+    from testkit.state import settings_for, store_issues
 
     workdir = built_workdir(tmp_path / "work", 4)
     holder = SnapshotHolder(current=open_snapshot(workdir))

@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from github_server import issue_node
-from state import built_workdir, settings_for, store_issues
 
 from ghindex.config import DEFAULT_MODEL
 from ghindex.errors import ConfigError, SnapshotError
@@ -21,6 +19,8 @@ from ghindex.snapshot import Store, gc, publish, pull, stage, store_status
 from ghindex.snapshot.layout import blob_path, manifest_path
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
+from testkit.github_server import issue_node
+from testkit.state import built_workdir, settings_for, store_issues
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -62,6 +62,7 @@ def edit_one_issue(workdir):
     build(settings)
 
 
+@pytest.mark.slow
 def test_publish_then_pull_gives_the_same_files(workdir, store_url, isolated):
     store = Store(store_url)
 
@@ -85,6 +86,7 @@ def test_publish_then_pull_gives_the_same_files(workdir, store_url, isolated):
     assert status["total_bytes"] == report.bytes
 
 
+@pytest.mark.slow
 def test_an_incremental_publish_and_pull_move_only_what_changed(workdir, store_url, isolated):
     store = Store(store_url)
     first = publish(workdir, store)
@@ -115,6 +117,7 @@ def test_an_incremental_publish_and_pull_move_only_what_changed(workdir, store_u
     assert pull(store, dest).unchanged
 
 
+@pytest.mark.slow
 def test_a_corrupt_blob_fails_the_pull_and_keeps_the_old_copy(workdir, store_url, isolated):
     store = Store(store_url)
     publish(workdir, store)
@@ -136,6 +139,7 @@ def test_a_corrupt_blob_fails_the_pull_and_keeps_the_old_copy(workdir, store_url
     assert second.snapshot_id not in str(sorted(dest.rglob("*")))
 
 
+@pytest.mark.slow
 def test_a_missing_blob_fails_the_pull(workdir, store_url, isolated):
     store = Store(store_url)
     publish(workdir, store)
@@ -149,6 +153,7 @@ def test_a_missing_blob_fails_the_pull(workdir, store_url, isolated):
     assert os.listdir(isolated / "pulled" / "snapshots") == []
 
 
+@pytest.mark.slow
 def test_a_pointer_to_a_missing_manifest_is_a_clear_error(workdir, store_url, isolated):
     store = Store(store_url)
     report = publish(workdir, store)
@@ -162,6 +167,7 @@ def test_a_pointer_to_a_missing_manifest_is_a_clear_error(workdir, store_url, is
     )
 
 
+@pytest.mark.slow
 def test_two_publishers_racing_one_wins_one_fails_cleanly(workdir, store_url, isolated):
     store = Store(store_url)
     publish(workdir, store)
@@ -181,6 +187,7 @@ def test_two_publishers_racing_one_wins_one_fails_cleanly(workdir, store_url, is
     assert pull(store, isolated / "pulled").snapshot_id == won.snapshot_id
 
 
+@pytest.mark.slow
 def test_an_interrupted_publish_changes_nothing_and_the_next_reuses_its_blobs(
     workdir, store_url, isolated
 ):
@@ -197,6 +204,7 @@ def test_an_interrupted_publish_changes_nothing_and_the_next_reuses_its_blobs(
     assert retry.generation == 2
 
 
+@pytest.mark.slow
 def test_gc_keeps_the_newest_and_what_they_use(workdir, store_url, isolated):
     store = Store(store_url)
     first = publish(workdir, store)
@@ -251,6 +259,7 @@ def test_a_store_path_that_does_not_exist_is_a_typo_not_an_empty_store(command, 
     assert not missing.exists()
 
 
+@pytest.mark.slow
 def test_cli_publish_pull_status_and_search_from_the_store(workdir, store_url, run, isolated):
     published = run("publish", "--store", store_url, "--json")
     assert published.exit_code == 0, published.output
@@ -289,6 +298,7 @@ def test_publish_without_a_build_says_what_to_do(store_url, run, isolated):
     )
 
 
+@pytest.mark.slow
 def test_secrets_stay_out_of_manifests_and_messages(workdir, store_url, monkeypatch):
     store = Store(store_url)
     publish(workdir, store)
@@ -296,6 +306,7 @@ def test_secrets_stay_out_of_manifests_and_messages(workdir, store_url, monkeypa
     assert "testing" not in manifest and "AWS" not in manifest
 
 
+@pytest.mark.slow
 def test_update_starts_from_nothing_then_moves_only_what_changed(github, store_url, run, isolated):
     github.add_repo("octo/hello", issues=[
         issue_node(n, title=f"Issue {n}", body=f"Body of issue {n}. " * 10,
@@ -329,6 +340,7 @@ def test_update_starts_from_nothing_then_moves_only_what_changed(github, store_u
     assert again["published"]["bytes_uploaded"] < report["published"]["bytes_uploaded"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_update_publishes_nothing(github, store_url, run, isolated):
     github.add_repo("octo/hello", issues=[issue_node(1, title="One")])
     assert run("update", "--repo", "octo/hello", "--store", store_url).exit_code == 0

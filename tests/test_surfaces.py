@@ -7,7 +7,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from github_server import (
+
+from testkit.github_server import (
     comment_node,
     discussion_comment_node,
     discussion_node,
@@ -20,7 +21,7 @@ from github_server import (
     review_node,
     thread_node,
 )
-from state import operations, rows
+from testkit.state import operations, rows
 
 
 @pytest.fixture
@@ -129,6 +130,7 @@ def rich(github):
     return github
 
 
+@pytest.mark.slow
 def test_every_surface_lands_in_its_table(rich, workdir, run):
     result = run("fetch", "--repo", "octo/hello", "--json")
 
@@ -261,6 +263,7 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
     assert cross == [(111,)]
 
 
+@pytest.mark.slow
 def test_a_refetched_item_replaces_its_comments_and_links(rich, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     issue = rich.repos["octo/hello"]["issues"][0]
@@ -287,6 +290,7 @@ def test_a_refetched_item_replaces_its_comments_and_links(rich, workdir, run):
     ]
 
 
+@pytest.mark.slow
 def test_a_deleted_release_leaves_on_the_next_run(rich, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     rich.repos["octo/hello"]["releases"].pop(0)
@@ -297,6 +301,7 @@ def test_a_deleted_release_leaves_on_the_next_run(rich, workdir, run):
     assert rows(workdir, "SELECT count(*) FROM edges WHERE source_field = 'release'") == [(0,)]
 
 
+@pytest.mark.slow
 def test_deletions_are_confirmed_per_item_and_only_with_full(github, workdir, run):
     github.add_repo("octo/hello", issues=[issue_node(n, comments=[comment_node(n)])
                                          for n in range(1, 6)])  # fmt: skip
@@ -341,6 +346,7 @@ def test_sample_times_are_timezone_aware(rich, workdir, run):
     assert created == datetime(2015, 1, 1, 1, tzinfo=UTC)
 
 
+@pytest.mark.slow
 def test_every_fetched_surface_is_searchable_with_its_own_type(rich, workdir, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     built = run("build", "--json")

@@ -1,8 +1,8 @@
-"""A local stand-in for GitHub's GraphQL API, for the test suite.
+"""A local stand-in for GitHub's GraphQL API, for the test suite and the benchmarks.
 
-Queries run against GitHub's real published schema (vendored in ``github_schema/``), so a
-query that GitHub would reject for its shape is rejected here too. Data comes from fixture
-dicts on the server instance, shaped exactly like the GraphQL response nodes.
+Queries run against GitHub's real published schema (vendored in ``tests/github_schema/``),
+so a query that GitHub would reject for its shape is rejected here too. Data comes from
+fixture dicts on the server instance, shaped exactly like the GraphQL response nodes.
 
     with GitHubServer() as server:
         server.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
@@ -68,7 +68,8 @@ from graphql import (
     visit,
 )
 
-SCHEMA_PATH = Path(__file__).parent / "github_schema" / "schema.graphql"
+# GitHub's schema stays in tests/ (examples/sample/convert_github3py.py reads it there too)
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "tests" / "github_schema" / "schema.graphql"
 DOCS_URL = "https://docs.github.com/graphql"
 PAGE_LIMIT = 100  # GitHub's maximum for `first`/`last`
 NODE_LIMIT = 500_000  # GitHub's maximum of possible nodes per query

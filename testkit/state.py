@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import duckdb
-from github_server import as_response, repository_node
 
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
+from testkit.github_server import as_response, repository_node
 
 
 def rows(workdir, sql, params=()):
@@ -38,9 +38,8 @@ def settings_for(path, model=DEFAULT_MODEL):
 
 def built_workdir(path, count, *, topics=7, repeat=20):
     """A workdir at `path` holding `count` issues, fetched and built (embedded for real)."""
-    from github_server import issue_node
-
     from ghindex.index.build import build
+    from testkit.github_server import issue_node
 
     settings = settings_for(path)
     store_issues(settings, [

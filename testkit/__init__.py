@@ -1,0 +1,4 @@
+"""What the tests and the benchmarks share: a local GitHub GraphQL server speaking GitHub's
+published schema (github_server), state-database helpers (state) and synthetic credentials
+(secrets_corpus). Imported as `testkit.*` from the repository root: pytest puts the root on
+the path (`pythonpath` in pyproject.toml), and benchmarks run as `python -m bench.NAME`."""
