@@ -15,6 +15,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from ghindex.errors import ConfigError
+from ghindex.snapshot.layout import SnapshotFiles
 
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
@@ -68,7 +69,7 @@ class RepoSelection:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(SnapshotFiles):
     workdir: Path
     graphql_url: str
     model: str
@@ -89,18 +90,6 @@ class Settings:
         from ghindex.snapshot.local import live_root
 
         return live_root(self.workdir)
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state.duckdb"
-
-    @property
-    def lance_path(self) -> Path:
-        return self.root / "lance"
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / "manifest.json"
 
 
 def load_settings(config_path: str | Path | None = None, **flags: object) -> Settings:
@@ -163,14 +152,14 @@ def _strings(value: object, key: str) -> list[str]:
 
 def _document_types(value: object, key: str) -> tuple[str, ...]:
     """Document type names, from a TOML list or a comma-separated environment value."""
-    from ghindex.index.documents import TYPES
+    from ghindex.vocabulary.types import DOCUMENT_TYPES
 
     names = value.split(",") if isinstance(value, str) else _strings(value, key)
     chosen = [n.strip() for n in names if n.strip()]
-    unknown = [n for n in chosen if n not in TYPES]
+    unknown = [n for n in chosen if n not in DOCUMENT_TYPES]
     if unknown:
         raise ConfigError(
-            f"{key}: unknown document type {unknown[0]!r}: use some of {', '.join(TYPES)}"
+            f"{key}: unknown document type {unknown[0]!r}: use some of {', '.join(DOCUMENT_TYPES)}"
         )
     return tuple(dict.fromkeys(chosen))
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import duckdb
 
-from ghindex.errors import StateError
+from ghindex.state.database import no_state
+from ghindex.vocabulary.tables import MIGRATION_LOG
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ExportReport:
 
 def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportReport:
     if not state.exists():
-        raise StateError(f"no state database at {state}: run `ghindex fetch` or `ghindex pull`")
+        raise no_state(state)
     dest.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(state), read_only=True)
     try:
@@ -52,8 +53,8 @@ def _relations(con) -> list[tuple[str, bool]]:
     """Every table and view (not the migration log), with whether it has a repo column."""
     return con.execute(
         "SELECT table_name, bool_or(column_name = 'repo') FROM information_schema.columns "
-        "WHERE table_schema = 'main' AND table_name <> 'schema_migrations' "
-        "GROUP BY table_name ORDER BY 1"
+        "WHERE table_schema = 'main' AND table_name <> ? GROUP BY table_name ORDER BY 1",
+        [MIGRATION_LOG],
     ).fetchall()
 
 

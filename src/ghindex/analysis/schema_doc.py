@@ -1,8 +1,9 @@
 """docs/schema.md, generated from the migrations, so the reference cannot drift.
 
-Every table, column and view is read from `store/migrations/*.sql`: a table's
+Every table, column and view is read from `state/migrations/*.sql`: a table's
 description is the comment block above its CREATE statement, a column's meaning
-the `--` comment on its line. Edge kinds come from `EDGE_KINDS`.
+the `--` comment on its line. Edge kinds and their meanings come from
+`ghindex.vocabulary.edges`, strongest first.
 
     python -m ghindex.analysis.schema_doc > docs/schema.md
 """
@@ -12,22 +13,7 @@ from __future__ import annotations
 import re
 
 from ghindex.state.database import migrations
-
-EDGE_KINDS = {
-    "closes": "a pull request (or commit) closes an issue: closing references, close "
-    "events, cross-references that will close their target",
-    "duplicate_of": "an item was marked as a duplicate of another",
-    "unmarked_duplicate_of": "a duplicate mark was removed (the pair is no longer a duplicate)",
-    "sub_issue_of": "an issue is a sub-issue of its parent",
-    "connected": "a pull request was connected to an issue by hand",
-    "disconnected": "a manual connection was removed",
-    "commit_in_pr": "a commit belongs to a pull request (its commits and merge commit)",
-    "references": "a commit message referenced an issue or pull request",
-    "cross_references": "an item was referenced from another item's body or comment",
-    "mentions": "text (a body, comment, review, release notes, a doc) mentions an item "
-    "by #N, owner/repo#N or URL",
-    "links_to": "a doc or wiki page links to another doc or page",
-}
+from ghindex.vocabulary import edges
 
 # Meanings of columns that recur in many tables; a comment in the DDL overrides them.
 COMMON = {
@@ -193,9 +179,9 @@ def render() -> str:
     out += ["## Views", "", "Each view is plain SQL over the tables; `SELECT * FROM` it.", ""]
     for view in views:
         out += [f"### `{view['name']}`", "", view["about"], ""]
-    out += ["## Edge kinds", "", "`edges.kind` takes these values:", "",
+    out += ["## Edge kinds", "", "`edges.kind` takes these values, strongest first:", "",
             "| kind | meaning |", "|---|---|"]  # fmt: skip
-    out += [f"| `{kind}` | {meaning} |" for kind, meaning in EDGE_KINDS.items()]
+    out += [f"| `{kind}` | {meaning} |" for kind, meaning in edges.MEANINGS.items()]
     return "\n".join(out).rstrip() + "\n"
 
 

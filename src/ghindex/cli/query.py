@@ -9,10 +9,9 @@ import click
 from ghindex.cli.base import Context, cli, json_option, open_snapshot, snapshot_options
 from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
 from ghindex.config import Settings
-from ghindex.index.documents import TYPES
 from ghindex.query.filters import MODES, SORTS
-
-FILTER_TYPES = (*TYPES, "commit")  # document types, and the entity a commit's diffs make
+from ghindex.vocabulary.edges import KINDS
+from ghindex.vocabulary.types import FILTER_TYPES
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
@@ -273,8 +272,6 @@ def related(
       ghindex related psf/requests#6240 --hops 2 --kind closes --kind duplicate_of
       ghindex related psf/requests@1a2b3c4 --json
     """
-    from ghindex.query.graph import KINDS
-
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise click.BadParameter(

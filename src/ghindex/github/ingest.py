@@ -48,6 +48,7 @@ from ghindex.github.reconcile import GUARD_SHARE, read_gaps_again, reconcile
 from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import Node, github_time, newest_update
+from ghindex.vocabulary.handles import item_handle
 
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.
@@ -343,12 +344,12 @@ def _store_page(con, done: RepoReport, surface: _Surface, page: listings.Page) -
     repo = done.repo
     surface.save(con, repo, page.nodes)
     gaps.clear(con, repo, surface.name, [n["id"] for n in page.nodes])
-    done.hidden += [items.issue_handle(repo, n["number"]) for n in page.hidden]
+    done.hidden += [item_handle(repo, n["number"]) for n in page.hidden]
     for gap in page.gaps:
-        handle = items.issue_handle(repo, gap.number) if gap.number is not None else None
+        handle = item_handle(repo, gap.number) if gap.number is not None else None
         gaps.record(con, repo, surface.name, gap.node_id, handle, gap.reason)
         done.skipped.append({"surface": surface.name, "handle": handle, "reason": gap.reason})
-    handles = [items.issue_handle(repo, n["number"]) for n in page.gone]
+    handles = [item_handle(repo, n["number"]) for n in page.gone]
     items.delete_items(con, surface.name, handles)
     gaps.clear(con, repo, surface.name, [n["id"] for n in page.gone])
     done.deleted += handles

@@ -21,6 +21,7 @@ import duckdb
 from ghindex.errors import GitSourceError
 from ghindex.gitsource.repo import Git, Objects, Reader, is_sha, read_raw_change, rev_list
 from ghindex.state.rows import insert, upsert
+from ghindex.vocabulary.handles import commit_file_handle, commit_handle
 
 # One file's stored patch is cut at a line end before this many bytes ...
 MAX_PATCH_BYTES = 100_000
@@ -364,7 +365,7 @@ def _commit_row(
 ) -> dict[str, Any]:
     counted = [f for f in files or [] if not f.is_binary]
     return {
-        "handle": f"{repo}@{commit.sha}",
+        "handle": commit_handle(repo, commit.sha),
         "repo": repo,
         "sha": commit.sha,
         "parents": commit.parents,
@@ -386,10 +387,10 @@ def _commit_row(
 
 def _file_row(repo: str, sha: str, change: FileChange, now: datetime) -> dict[str, Any]:
     return {
-        "handle": f"{repo}@{sha}:{change.path}",
+        "handle": commit_file_handle(repo, sha, change.path),
         "repo": repo,
         "sha": sha,
-        "commit_handle": f"{repo}@{sha}",
+        "commit_handle": commit_handle(repo, sha),
         "path": change.path,
         "old_path": change.old_path,
         "status": change.status,

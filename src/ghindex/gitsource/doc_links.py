@@ -36,6 +36,8 @@ import duckdb
 from ghindex.gitsource.docs import wiki_page
 from ghindex.state.mentions import mentioned_handles
 from ghindex.state.rows import Row, insert, now
+from ghindex.vocabulary.edges import check_kind
+from ghindex.vocabulary.handles import wiki_page_name
 
 SOURCE_FIELDS = ("doc", "wiki")
 
@@ -100,7 +102,7 @@ def doc_links(con: duckdb.DuckDBPyConnection, repo: str | None = None) -> list[R
                     {
                         "src": doc.handle,
                         "dst": dst,
-                        "kind": kind,
+                        "kind": check_kind(kind),
                         "source_handle": doc.handle,
                         "source_field": doc.kind,
                         "repo": doc.repo,
@@ -138,7 +140,7 @@ def _read_docs(con: duckdb.DuckDBPyConnection, repo: str | None) -> list[_Doc]:
 
 def _index(repo: _Repo, doc: _Doc) -> None:
     if doc.kind == "wiki":
-        repo.pages.setdefault(doc.handle.split(":wiki/", 1)[-1].lower(), doc.handle)
+        repo.pages.setdefault(wiki_page_name(doc.handle).lower(), doc.handle)
         return
     repo.docs[doc.path] = doc.handle
     folder, _, name = doc.path.rpartition("/")

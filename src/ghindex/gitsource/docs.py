@@ -18,6 +18,7 @@ import duckdb
 from ghindex.errors import GitSourceError
 from ghindex.gitsource.repo import Git, Objects, has_commit, read_raw_change
 from ghindex.state.rows import upsert
+from ghindex.vocabulary.handles import doc_handle, wiki_handle, wiki_page_name
 
 # Files with these extensions are docs, anywhere in the tree but under node_modules/.
 DOC_EXTENSIONS = frozenset({".md", ".markdown", ".mdx", ".rst"})
@@ -93,21 +94,21 @@ class DocKind:
     kind: str  # doc | wiki
     surface: str  # its sync_state surface
 
-    def key(self, path: str) -> str | None:
-        """The part of the handle after 'owner/repo:', or None if `path` is not indexed."""
+    def handle(self, repo: str, path: str) -> str | None:
+        """The handle of the file at `path`, or None if `path` is not indexed."""
         if self.kind == "doc":
-            return path if is_doc_path(path) else None
+            return doc_handle(repo, path) if is_doc_path(path) else None
         page = wiki_page(path)
-        return None if page is None else f"wiki/{page}"
+        return None if page is None else wiki_handle(repo, page)
 
-    def url(self, web_url: str, repo: str, commit: str, path: str, key: str) -> str:
+    def url(self, web_url: str, repo: str, commit: str, path: str, handle: str) -> str:
         if self.kind == "doc":
             return f"{web_url}/{repo}/blob/{commit}/{quote(path)}"
-        return f"{web_url}/{repo}/wiki/{quote(key.removeprefix('wiki/'))}"
+        return f"{web_url}/{repo}/wiki/{quote(wiki_page_name(handle))}"
 
-    def title(self, text: str, path: str, key: str) -> str:
+    def title(self, text: str, path: str, handle: str) -> str:
         if self.kind == "wiki":  # GitHub titles a wiki page with its name
-            return key.removeprefix("wiki/").replace("-", " ")
+            return wiki_page_name(handle).replace("-", " ")
         return doc_title(text) or path.rsplit("/", 1)[-1]
 
 
@@ -283,10 +284,9 @@ def _tree_docs(
             if kind != b"blob" or mode.decode() not in _REGULAR_MODES:
                 continue
             path = raw_path.decode("utf-8", "replace")
-            key = source.key(path)
-            if key is None:
+            handle = source.handle(repo, path)
+            if handle is None:
                 continue
-            handle = f"{repo}:{key}"
             # Two wiki files can name the same page: the shallowest path wins, like GitHub.
             if handle in found and _page_rank(found[handle][0]) <= _page_rank(path):
                 continue
@@ -321,18 +321,17 @@ def _diff_changes(
     to_remove: set[str] = set()
     renames = []
     for status, old_path, path, mode, blob in _raw_diff(git, old, new):
-        if old_path is not None and (old_key := source.key(old_path)) is not None:
-            to_remove.add(f"{repo}:{old_key}")
-        key = source.key(path)
-        if key is None:
+        if old_path is not None and (old_handle := source.handle(repo, old_path)) is not None:
+            to_remove.add(old_handle)
+        handle = source.handle(repo, path)
+        if handle is None:
             continue
-        handle = f"{repo}:{key}"
         if status == "D" or mode not in _REGULAR_MODES:
             to_remove.add(handle)
             continue
         to_read[handle] = (path, blob)
-        if status == "R" and old_path is not None and (old_key := source.key(old_path)):
-            renames.append((f"{repo}:{old_key}", handle))
+        if status == "R" and old_path is not None and (old_handle := source.handle(repo, old_path)):
+            renames.append((old_handle, handle))
     return to_read, to_remove - set(to_read), renames
 
 
@@ -341,9 +340,9 @@ def _renames(git: Git, source: DocKind, repo: str, old: str, new: str) -> list[t
     for status, old_path, path, _, _ in _raw_diff(git, old, new):
         if status != "R" or old_path is None:
             continue
-        old_key, key = source.key(old_path), source.key(path)
-        if old_key is not None and key is not None:
-            pairs.append((f"{repo}:{old_key}", f"{repo}:{key}"))
+        old_handle, handle = source.handle(repo, old_path), source.handle(repo, path)
+        if old_handle is not None and handle is not None:
+            pairs.append((old_handle, handle))
     return pairs
 
 
@@ -370,21 +369,20 @@ def _read(
             unreadable.add(handle)
             continue
         text = data.decode("utf-8", "replace").removeprefix("\ufeff")
-        key = handle.split(":", 1)[1]
         rows.append(
             {
                 "handle": handle,
                 "repo": repo,
                 "kind": source.kind,
                 "path": path,
-                "title": source.title(text, path, key),
+                "title": source.title(text, path, handle),
                 "body": text,
                 "commit_sha": commit,
                 "blob_sha": blob,
                 "size": len(data),
                 "last_commit_sha": None,
                 "last_changed_at": None,
-                "url": source.url(web_url, repo, commit, path, key),
+                "url": source.url(web_url, repo, commit, path, handle),
                 "fetched_at": now,
             }
         )

@@ -25,10 +25,9 @@ from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import Embedder, canonical_model_name
+from ghindex.snapshot.layout import FORMAT_VERSION
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
-
-FORMAT_VERSION = 1
 
 Progress = Callable[[str], None]
 

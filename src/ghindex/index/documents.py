@@ -29,11 +29,6 @@ from datetime import datetime
 
 import duckdb
 
-TYPES = (
-    "issue", "pull_request", "discussion", "issue_comment", "pr_review", "pr_review_comment",
-    "release", "doc", "wiki_doc", "diff",
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class DocumentSettings:

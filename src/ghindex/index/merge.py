@@ -17,12 +17,12 @@ from typing import Any
 
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.index import table as index
+from ghindex.snapshot.layout import INDEX_DIR, STATE_FILE
 from ghindex.snapshot.local import live_root
 from ghindex.state import redaction
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import replace_from
-
-_SKIP = {"schema_migrations"}
+from ghindex.vocabulary.tables import MIGRATION_LOG
 
 
 @dataclass
@@ -44,11 +44,11 @@ def merge(
     report = MergeReport()
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
     for shard in shards:
-        if not (shard / "state.duckdb").exists():
+        if not (shard / STATE_FILE).exists():
             raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")
         if shard.resolve() == target.resolve():
             raise StateError(f"{shard} is the target workdir itself")
-    con = open_state(target / "state.duckdb")
+    con = open_state(target / STATE_FILE)
     # what the target's own rows went through counts too (it may hold raw text)
     seen: dict[str, set[str | None]] = {
         source: {redaction.stored(con, source)} if redaction.has_rows(con, source) else set()
@@ -63,12 +63,12 @@ def merge(
                 "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
                 "WHERE constraint_type = 'PRIMARY KEY' AND schema_name = 'main'"
             ).fetchall()
-            if name not in _SKIP
+            if name != MIGRATION_LOG
         }
         for number, shard in enumerate(shards):
-            open_state(shard / "state.duckdb").close()  # bring the shard's schema up to date
+            open_state(shard / STATE_FILE).close()  # bring the shard's schema up to date
             alias = f"shard{number}"
-            con.execute(f"ATTACH '{_quoted(shard / 'state.duckdb')}' AS {alias} (READ_ONLY)")
+            con.execute(f"ATTACH '{_quoted(shard / STATE_FILE)}' AS {alias} (READ_ONLY)")
             try:
                 for source in redaction.SOURCES:
                     seen[source].add(redaction.stored(con, source, schema=alias))
@@ -86,7 +86,7 @@ def merge(
                 if len(values) > 1:  # shards disagree: treat the merged text as unknown
                     redaction.forget(con, source)
                 report.notes += [n for n in [redaction.prepare(con, source, redacted)[1]] if n]
-        con = redaction.compact_if_needed(target / "state.duckdb", con)
+        con = redaction.compact_if_needed(target / STATE_FILE, con)
     finally:
         con.close()
     report.vectors = _merge_caches(target, shards, model)
@@ -96,10 +96,10 @@ def merge(
 def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:
     import numpy as np
 
-    db = index.connect(target / "lance")
+    db = index.connect(target / INDEX_DIR)
     added = 0
     for shard in shards:
-        source = index.connect(shard / "lance")
+        source = index.connect(shard / INDEX_DIR)
         built = index.index_model(source)
         if built and built[0] != model:
             raise IndexUnusable(

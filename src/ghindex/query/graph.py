@@ -6,7 +6,8 @@ here, inside the one recursive query that walks the graph:
 - `connected` holds for a pair (in either direction) unless a `disconnected` of the
   pair is at least as recent; `duplicate_of` holds unless an `unmarked_duplicate_of` of
   the same duplicate and canonical is at least as recent. The undoing events themselves
-  are not neighbours. An event without a time counts as the earliest.
+  are not neighbours (these pairs are `ghindex.vocabulary.edges.UNDOES`). An event
+  without a time counts as the earliest.
 - Every other kind is a fact as it was last read, and holds.
 
 `include_history=True` walks the raw events instead, undoing ones included.
@@ -31,25 +32,10 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import GhindexError
-from ghindex.query.handles import SUB_ITEM, resolve_handle
+from ghindex.query.handles import resolve_handle
 from ghindex.state.rows import iso_time
-
-# Strongest first: the order neighbours of one hop are listed in.
-KINDS = (
-    "closes",
-    "duplicate_of",
-    "sub_issue_of",
-    "connected",
-    "commit_in_pr",
-    "references",
-    "cross_references",
-    "links_to",
-    "mentions",
-    "disconnected",
-    "unmarked_duplicate_of",
-)
-# event kind -> the kind it undoes
-UNDOES = {"disconnected": "connected", "unmarked_duplicate_of": "duplicate_of"}
+from ghindex.vocabulary.edges import KINDS  # strongest first: neighbours of a hop in this order
+from ghindex.vocabulary.handles import SUB_ITEM
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
 """Hook for the items nearest to a handle in the vector index: (handle, k) -> up to k

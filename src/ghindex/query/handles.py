@@ -15,17 +15,10 @@ to or from it (an item of a repository that is not indexed, but linked from one 
 
 from __future__ import annotations
 
-import re
-
 import duckdb
 
 from ghindex.errors import GhindexError
-
-# A comment, review or review comment: its handle starts with its item's.
-SUB_ITEM = r"^([^/#\s]+/[^/#\s]+#[0-9]+)/(?:comment|review|review-comment)/.*$"
-_SUB_ITEM = re.compile(SUB_ITEM)
-_COMMIT = re.compile(r"^([^/@\s]+/[^/@\s]+)@([0-9a-fA-F]{7,40})(?::.*)?$")
-_FULL_COMMIT = r"^[^/@]+/[^/@]+@[0-9a-f]{40}$"
+from ghindex.vocabulary.handles import COMMIT_REF, FULL_COMMIT, commit_handle, parent_item
 
 # Every handle an entity table or the graph holds (comments resolve to their item first).
 KNOWN_SQL = """
@@ -46,12 +39,6 @@ class UnknownHandle(GhindexError):
     """The handle names nothing in the snapshot, or several commits at once."""
 
 
-def parent_item(handle: str) -> str:
-    """The item a comment, review or review comment belongs to; other handles unchanged."""
-    match = _SUB_ITEM.match(handle)
-    return match.group(1) if match else handle
-
-
 def resolve_handle(con: duckdb.DuckDBPyConnection, handle: str) -> str:
     """The handle of the item `handle` names, as the state spells it.
 
@@ -59,9 +46,9 @@ def resolve_handle(con: duckdb.DuckDBPyConnection, handle: str) -> str:
     """
     text = handle.strip()
     wanted = parent_item(text)
-    commit = _COMMIT.match(wanted)
+    commit = COMMIT_REF.match(wanted)
     if commit:
-        wanted = f"{commit.group(1)}@{commit.group(2).lower()}"
+        wanted = commit_handle(commit.group(1), commit.group(2).lower())
     if _exists(con, wanted):
         return wanted
     if commit and len(commit.group(2)) < 40:
@@ -88,7 +75,7 @@ def _commits_starting_with(con: duckdb.DuckDBPyConnection, prefix: str) -> list[
         f"SELECT DISTINCT handle FROM ({KNOWN_SQL}) "
         "WHERE starts_with(lower(handle), ?) AND regexp_full_match(handle, ?)"
     )
-    return _column(con, sql, [prefix.lower(), _FULL_COMMIT])
+    return _column(con, sql, [prefix.lower(), FULL_COMMIT])
 
 
 def _column(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> list[str]:

@@ -11,7 +11,6 @@ fill the rest.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -27,6 +26,7 @@ from ghindex.query.filters import MODES, SORTS, Filters, literal
 from ghindex.query.fusion import diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
 from ghindex.snapshot.layout import STATE_FILE
+from ghindex.vocabulary.handles import ISSUE_REF, PATHLIKE, SHA, item_handle
 
 if TYPE_CHECKING:
     import duckdb
@@ -41,9 +41,6 @@ _COLUMNS = [
 _NO_VECTOR = [c for c in _COLUMNS if c != "vector"]  # the vectors only serve MMR
 # one row per entity: the first chunk of its own document (a commit's: of any file)
 _HEAD = "chunk_index = 0 AND (type = entity_type OR entity_type = 'commit')"
-_ISSUE_REF = re.compile(r"^(?:([A-Za-z0-9-]+/[A-Za-z0-9._-]+))?#(\d+)$")
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_PATHLIKE = re.compile(r"^[\w.@-]+(?:/[\w.@-]+)*\.\w+$|^[\w.@-]+(?:/[\w.@-]+)+$")
 
 
 class Searcher:
@@ -227,19 +224,19 @@ class Searcher:
     def _exact(self, query: str, where: str | None) -> list[Hit]:
         """Entities the query names outright: `#12`, `owner/repo#12`, a SHA, a handle, a path."""
         tests = [f"handle = {literal(query)}", f"entity = {literal(query)}"]
-        issue = _ISSUE_REF.match(query)
+        issue = ISSUE_REF.match(query)
         if issue:
             repo, number = issue.groups()
             tests.append(
-                f"entity = {literal(f'{repo}#{number}')}"
+                f"entity = {literal(item_handle(repo, int(number)))}"
                 if repo
                 else f"(number = {int(number)} AND entity LIKE {literal(f'%#{number}')})"
             )
-        if _SHA.match(query.lower()):
+        if SHA.match(query.lower()):
             tests.append(
                 f"(entity_type = 'commit' AND entity LIKE {literal(f'%@{query.lower()}%')})"
             )
-        if _PATHLIKE.match(query) and " " not in query:
+        if PATHLIKE.match(query) and " " not in query:
             tests.append(f"(path = {literal(query)} OR path LIKE {literal(f'%/{query}')})")
         predicate = "(" + " OR ".join(tests) + ")"
         if where:

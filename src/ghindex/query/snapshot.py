@@ -35,7 +35,7 @@ from ghindex.errors import GhindexError, SnapshotError
 from ghindex.query.filters import SORTS, Filters
 from ghindex.query.hits import SearchResponse
 from ghindex.query.search import Searcher
-from ghindex.snapshot.layout import INDEX_DIR, MANIFEST, STATE_FILE
+from ghindex.snapshot.layout import MANIFEST, SnapshotFiles
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.state.database import no_state
@@ -44,7 +44,7 @@ DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
 
 
-class Snapshot:
+class Snapshot(SnapshotFiles):
     """A snapshot directory and its read operations (see the module's docstring)."""
 
     def __init__(
@@ -92,18 +92,6 @@ class Snapshot:
         return cls(root, source=given, **options)
 
     # -- what it is
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / STATE_FILE
-
-    @property
-    def lance_path(self) -> Path:
-        return self.root / INDEX_DIR
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / MANIFEST
 
     @property
     def snapshot_id(self) -> str | None:

@@ -52,6 +52,24 @@ INDEX_DIR = "lance"
 SNAPSHOT_NAMES = (STATE_FILE, INDEX_DIR, MANIFEST)
 
 
+class SnapshotFiles:
+    """The files of a snapshot directory, for a class that says where its `root` is."""
+
+    root: Path
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    @property
+    def lance_path(self) -> Path:
+        return self.root / INDEX_DIR
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST
+
+
 def check_snapshot_id(value: object, where: str) -> str:
     """A snapshot id as the publisher writes it; anything else is refused."""
     if not isinstance(value, str) or not SNAPSHOT_ID_RE.fullmatch(value):

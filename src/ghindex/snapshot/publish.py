@@ -27,8 +27,11 @@ from ghindex import __version__
 from ghindex.errors import SnapshotError, StateError
 from ghindex.snapshot.layout import (
     FORMAT_VERSION,
+    INDEX_DIR,
     LATEST,
+    MANIFEST,
     PIECE_SIZE,
+    STATE_FILE,
     FileEntry,
     Manifest,
     Ref,
@@ -109,7 +112,7 @@ def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged
     workdir = live_root(workdir)
     store.create()
     build_manifest = _build_manifest(workdir)
-    _checkpoint(workdir / "state.duckdb")
+    _checkpoint(workdir / STATE_FILE)
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]
     current = latest_ref(store)
     trusted = read_manifest(store, current).blobs() if current else set()
@@ -179,7 +182,7 @@ def _read_piece(path: Path, index: int, size: int) -> bytes:
 
 
 def _build_manifest(workdir: Path) -> dict[str, Any]:
-    path = workdir / "manifest.json"
+    path = workdir / MANIFEST
     if not path.exists():
         raise StateError(f"nothing to publish in {workdir}: run `ghindex build` first")
     try:
@@ -199,7 +202,7 @@ def _checkpoint(state: Path) -> None:
 
     con = open_state(state)  # waits out a reader's short lock (a server copying it)
     try:
-        if redaction.index_stale(con) and (state.parent / "lance").exists():
+        if redaction.index_stale(con) and (state.parent / INDEX_DIR).exists():
             raise StateError(
                 "the stored text was redacted after the index was built, so the index may "
                 "still hold the raw text: run `ghindex build`, then publish"

@@ -21,18 +21,7 @@ from ghindex.state.rows import (
     now,
     unique,
 )
-
-
-def comment_handle(parent: str, database_id: int | str) -> str:
-    return f"{parent}/comment/{database_id}"
-
-
-def review_handle(parent: str, database_id: int | str) -> str:
-    return f"{parent}/review/{database_id}"
-
-
-def review_comment_handle(parent: str, database_id: int | str) -> str:
-    return f"{parent}/review-comment/{database_id}"
+from ghindex.vocabulary.handles import comment_handle, review_comment_handle, review_handle
 
 
 def replace_comments(

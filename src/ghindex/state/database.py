@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from ghindex.errors import StateError, first_line
+from ghindex.vocabulary.tables import MIGRATION_LOG
 
 
 def migrations() -> list[tuple[str, str]]:
@@ -106,10 +107,10 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> None:
     known = migrations()
     has_table = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [MIGRATION_LOG]
     ).fetchall()[0][0]
     applied = (
-        {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        {row[0] for row in con.execute(f"SELECT name FROM {MIGRATION_LOG}").fetchall()}
         if has_table
         else set()
     )
@@ -127,10 +128,10 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
             f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
         )
     con.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        f"CREATE TABLE IF NOT EXISTS {MIGRATION_LOG} "
         "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
     )
     for name, sql in pending:
         with transaction(con):
             con.execute(sql)
-            con.execute("INSERT INTO schema_migrations VALUES (?, now())", [name])
+            con.execute(f"INSERT INTO {MIGRATION_LOG} VALUES (?, now())", [name])

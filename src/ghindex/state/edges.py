@@ -12,14 +12,18 @@ from collections.abc import Iterable, Sequence
 
 import duckdb
 
-from ghindex.state.conversation import (
+from ghindex.state.conversation import handle_key
+from ghindex.state.mentions import mentioned_handles
+from ghindex.state.rows import Node, Row, insert, nodes_of, now
+from ghindex.vocabulary.edges import check_kind
+from ghindex.vocabulary.handles import (
+    SUB_ITEM,
     comment_handle,
-    handle_key,
+    commit_handle,
+    item_handle,
     review_comment_handle,
     review_handle,
 )
-from ghindex.state.mentions import mentioned_handles
-from ghindex.state.rows import Node, Row, insert, nodes_of, now
 
 _KEY = ("src", "dst", "kind", "source_handle", "source_field")
 
@@ -42,10 +46,10 @@ def ref_handle(ref: Node | None) -> str | None:
         return None
     if "oid" in ref:
         repo = (ref.get("repository") or {}).get("nameWithOwner")
-        return f"{repo}@{ref['oid']}" if repo else None
+        return commit_handle(repo, ref["oid"]) if repo else None
     repo = (ref.get("repository") or {}).get("nameWithOwner")
     if repo and ref.get("number") is not None:
-        return f"{repo}#{ref['number']}"
+        return item_handle(repo, ref["number"])
     return None
 
 
@@ -117,9 +121,8 @@ def delete_from_sources(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) 
     if not handles:
         return
     con.execute(
-        "DELETE FROM edges WHERE list_contains(?, source_handle) "
-        "OR list_contains(?, regexp_extract(source_handle, '^[^/]+/[^/]+'))",
-        [handles, [h for h in handles if "#" in h]],
+        "DELETE FROM edges WHERE list_contains(?, regexp_replace(source_handle, ?, '\\1'))",
+        [handles, SUB_ITEM],
     )
 
 
@@ -142,7 +145,7 @@ def _edge(src, dst, kind, source_handle, field, repo, created_at) -> Row:
     return {
         "src": src,
         "dst": dst,
-        "kind": kind,
+        "kind": check_kind(kind),
         "source_handle": source_handle,
         "source_field": field,
         "repo": repo,

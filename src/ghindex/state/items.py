@@ -29,14 +29,7 @@ from ghindex.state.rows import (
     unique,
     upsert,
 )
-
-
-def issue_handle(repo: str, number: int) -> str:
-    return f"{repo}#{number}"
-
-
-def release_handle(repo: str, tag: str) -> str:
-    return f"{repo}@release/{tag}"
+from ghindex.vocabulary.handles import comment_handle, item_handle, release_handle
 
 
 def save_repository(con: duckdb.DuckDBPyConnection, node: Node) -> str:
@@ -91,7 +84,7 @@ def save_pull_requests(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequenc
     _save_item_links(con, repo, nodes)
     _save_thread_children(con, repo, "pull_request", nodes)
     for node in nodes:
-        handle = issue_handle(repo, node["number"])
+        handle = item_handle(repo, node["number"])
         if "reviews" in node:
             conversation.replace_reviews(con, repo, handle, node["number"], node["reviews"])
         if "reviewThreads" in node:
@@ -103,7 +96,7 @@ def save_pull_requests(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequenc
 def save_discussions(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> int:
     rows = []
     for node in nodes:
-        handle = issue_handle(repo, node["number"])
+        handle = item_handle(repo, node["number"])
         author = author_of(node)
         answer = node.get("answer") or {}
         category = node.get("category") or {}
@@ -118,9 +111,7 @@ def save_discussions(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
                 "url": node["url"],
                 "category": category.get("name"),
                 "is_answerable": category.get("isAnswerable"),
-                "answer_handle": (
-                    conversation.comment_handle(handle, answer["databaseId"]) if answer else None
-                ),
+                "answer_handle": comment_handle(handle, answer["databaseId"]) if answer else None,
                 "answer_chosen_at": node.get("answerChosenAt"),
                 "answer_chosen_by": login(node.get("answerChosenBy")),
                 "state": "CLOSED" if node.get("closed") else "OPEN",
@@ -210,7 +201,7 @@ def _thread_row(repo: str, node: Node) -> dict[str, Any]:
     author = author_of(node)
     milestone = node.get("milestone") or {}
     return {
-        "handle": issue_handle(repo, node["number"]),
+        "handle": item_handle(repo, node["number"]),
         "repo": repo,
         "number": node["number"],
         "node_id": node.get("id"),
@@ -237,7 +228,7 @@ def _save_thread_children(
     con: duckdb.DuckDBPyConnection, repo: str, kind: str, nodes: Sequence[Node]
 ) -> None:
     """Comments and links of issues, pull requests or discussions read in full."""
-    page = [(issue_handle(repo, node["number"]), node) for node in nodes]
+    page = [(item_handle(repo, node["number"]), node) for node in nodes]
     for handle, node in page:
         if isinstance(node.get("comments"), dict) and "nodes" in node["comments"]:
             conversation.replace_comments(con, repo, handle, node["number"], kind, node["comments"])
@@ -246,7 +237,7 @@ def _save_thread_children(
 
 def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> None:
     """Labels, assignees and milestones of a page: replaced, not merged, per item."""
-    handles = [issue_handle(repo, node["number"]) for node in nodes]
+    handles = [item_handle(repo, node["number"]) for node in nodes]
     if not handles:
         return
     labels, item_labels, assignees, milestones = {}, [], [], {}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 
+from ghindex.vocabulary.handles import REPO, item_handle
+
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_URL = re.compile(
-    r"https?://github\.com/([A-Za-z0-9-]+/[A-Za-z0-9._-]+)/(?:issues|pull|discussions)/(\d+)"
-)
-_CROSS = re.compile(r"(?<![\w/.-])([A-Za-z0-9-]+/[A-Za-z0-9._-]+)#(\d+)\b")
+_URL = re.compile(rf"https?://github\.com/({REPO})/(?:issues|pull|discussions)/(\d+)")
+_CROSS = re.compile(rf"(?<![\w/.-])({REPO})#(\d+)\b")
 _LOCAL = re.compile(r"(?<![\w&/#-])(?:#|GH-)(\d+)\b")
 
 
@@ -27,9 +27,9 @@ def mentioned_handles(text: str | None, repo: str) -> list[str]:
     spans: list[tuple[int, int]] = []
     for pattern in (_URL, _CROSS):
         for match in pattern.finditer(prose):
-            found[f"{match.group(1)}#{int(match.group(2))}"] = None
+            found[item_handle(match.group(1), int(match.group(2)))] = None
             spans.append(match.span())
     for match in _LOCAL.finditer(prose):
         if not any(start <= match.start() < end for start, end in spans):
-            found[f"{repo}#{int(match.group(1))}"] = None
+            found[item_handle(repo, int(match.group(1)))] = None
     return list(found)

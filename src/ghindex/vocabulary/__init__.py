@@ -1,0 +1,12 @@
+"""The names ghindex's data is spoken in, imported by every stage.
+
+Each vocabulary is defined once, here, and fetching, storing, building, querying and
+serving import it instead of spelling it again:
+
+- `handles`: making and reading handles, the durable names of items;
+- `edges`: the kinds of link in the reference graph, strongest first, with their meaning;
+- `types`: document types, entity types and the types a search can be narrowed to;
+- `tables`: the tables and views of the state database.
+
+These modules import nothing else from ghindex, so any stage can use them.
+"""

@@ -1,0 +1,214 @@
+"""The three doors onto a snapshot (the CLI, the MCP tools, the Python API) open the same
+`Snapshot` and give the same answers: scans, sorted and expanded searches, context packs,
+items in full, links, SQL and status, on one real built workdir."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ghindex.api as gh
+from ghindex.errors import GhindexError
+from ghindex.index.build import build
+from ghindex.query.filters import Filters
+from ghindex.query.snapshot import Snapshot
+from ghindex.serve import SnapshotHolder, open_snapshot, tools
+from ghindex.state import items
+from ghindex.state.database import open_state, transaction
+from testkit.github_server import (
+    as_response,
+    comment_node,
+    issue_node,
+    pull_request_node,
+    ref,
+)
+from testkit.state import settings_for, store_issues
+
+pytestmark = pytest.mark.slow  # builds an index with the real model
+
+R = "octo/hello"
+
+
+def labelled(*names):
+    return {"nodes": [{"name": n, "color": "ededed", "description": None} for n in names]}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """#1 a crash (bug, fixed by #9), #2 dark mode, #3 a second crash report (bug, open),
+    #4 plugins; created and updated in number order except #2, updated last."""
+    settings = settings_for(tmp_path_factory.mktemp("doors") / "work")
+    nodes = [
+        issue_node(1, title="Crash on startup without a config file", labels=labelled("bug"),
+                   body="KeyError on startup when config.toml is missing.", state="CLOSED",
+                   comments=[comment_node(11, body="Same crash on startup here on Linux.")]),
+        issue_node(2, title="Add a dark mode", body="Please add a dark theme toggle."),
+        issue_node(3, title="Crash when the cache directory is read-only",
+                   body="The app crashes on startup if the cache cannot be written.",
+                   labels=labelled("bug")),
+        issue_node(4, title="Load plugins from a custom directory",
+                   body="How do I load plugins from my own folder?"),
+    ]  # fmt: skip
+    for n, node in enumerate(nodes, 1):
+        node["createdAt"] = f"2015-0{n}-01T00:00:00Z"
+        node["updatedAt"] = f"2015-0{n}-02T00:00:00Z"
+    nodes[1]["updatedAt"] = "2016-01-01T00:00:00Z"
+    store_issues(settings, nodes)
+    fix = pull_request_node(9, title="Fix the crash on startup", body="Fixes #1.", state="MERGED",
+                            merged=True, closingIssuesReferences=[ref(R, 1)])  # fmt: skip
+    fix["createdAt"], fix["updatedAt"] = "2015-06-01T00:00:00Z", "2015-06-02T00:00:00Z"
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            items.save_pull_requests(con, R, as_response([fix]))
+    finally:
+        con.close()
+    build(settings)
+    return settings.workdir
+
+
+@pytest.fixture(scope="module")
+def served(workdir):
+    holder = SnapshotHolder(current=open_snapshot(workdir))
+    yield holder.current
+    holder.stop()
+
+
+@pytest.fixture
+def reader(workdir):
+    snap = gh.open(workdir)
+    yield snap
+    snap.close()
+
+
+def cli_json(run, workdir, *args):
+    result = run(*args, "--snapshot", str(workdir), "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_scan_is_the_same_through_every_door(run, workdir, served, reader):
+    by_cli = cli_json(run, workdir, "search", "--label", "bug", "-k", "1")
+    by_mcp = tools.search(served, None, Filters.of(labels=["bug"]), top_k=1)
+    by_api = reader.scan(label="bug", k=1)
+
+    # newest first by update: #3 (April) before #1 (January); one asked for, more exist
+    assert [h["entity"] for h in by_cli["results"]] == [f"{R}#3"]
+    assert [h["handle"] for h in by_mcp["results"]] == [f"{R}#3"]
+    assert [h.entity for h in by_api] == [f"{R}#3"]
+    assert by_cli["mode"] == by_mcp["mode"] == "scan"
+    assert by_cli["truncated"] is True and by_mcp["truncated"] is True
+
+
+def test_a_scan_sorted_by_creation_and_one_by_update_differ(run, workdir, reader):
+    updated = cli_json(run, workdir, "search", "--type", "issue", "-k", "4")
+    created = cli_json(run, workdir, "search", "--type", "issue", "-k", "4",
+                       "--sort", "created_desc")  # fmt: skip
+
+    assert [h["number"] for h in updated["results"]] == [2, 4, 3, 1]
+    assert [h["number"] for h in created["results"]] == [4, 3, 2, 1]
+    assert [h.number for h in reader.scan(type="issue", k=4, sort="created_desc")] == [4, 3, 2, 1]
+    assert updated["truncated"] is False
+
+
+def test_a_search_sorted_by_time_keeps_the_relevant_items(run, workdir, served, reader):
+    by_cli = cli_json(run, workdir, "search", "crash on startup", "--type", "issue",
+                      "-k", "2", "--sort", "created_desc")  # fmt: skip
+    by_mcp = tools.search(served, "crash on startup", Filters.of(type="issue"), top_k=2,
+                          sort="created_desc")  # fmt: skip
+    by_api = reader.search("crash on startup", type="issue", k=2, sort="created_desc")
+
+    expected = [f"{R}#3", f"{R}#1"]  # the two crashes, the later one first
+    assert [h["entity"] for h in by_cli["results"]] == expected
+    assert [h["handle"] for h in by_mcp["results"]] == expected
+    assert [h.entity for h in by_api] == expected
+
+
+def test_expanding_a_search_lists_what_links_to_the_results(run, workdir, served):
+    by_cli = cli_json(run, workdir, "search", "KeyError config.toml", "--type", "issue",
+                      "-k", "1", "--expand")  # fmt: skip
+    by_mcp = tools.search(served, "KeyError config.toml", Filters.of(type="issue"), top_k=1,
+                          graph_expand=True)  # fmt: skip
+
+    assert [h["entity"] for h in by_cli["results"]] == [f"{R}#1"]
+    linked = {(g["handle"], g["kind"], g["direction"], g["from"]) for g in by_cli["graph_results"]}
+    assert (f"{R}#9", "closes", "in", f"{R}#1") in linked
+    assert by_cli["graph_results"] == by_mcp["graph_results"]
+
+    text = run("search", "KeyError config.toml", "--type", "issue", "-k", "1", "--expand",
+               "--snapshot", str(workdir)).stdout  # fmt: skip
+    assert f"linked:\n    {R}#9  closes (in) of {R}#1, hop 1  Fix the crash on startup" in text
+
+
+def test_a_search_without_expand_says_nothing_of_links(run, workdir):
+    body = cli_json(run, workdir, "search", "dark mode", "-k", "1")
+    assert "graph_results" not in body and "truncated" not in body
+
+
+def test_a_context_pack_is_the_same_through_every_door(run, workdir, served, reader):
+    # the CLI first: in one process, DuckDB refuses the CLI's sandboxed connection to a
+    # file the API already holds with another configuration
+    question = "why does it crash on startup?"
+    by_cli = cli_json(run, workdir, "context", question, "--max-tokens", "300")
+    text = run("context", question, "--max-tokens", "300", "--snapshot", str(workdir)).stdout
+    by_mcp = tools.context(served, question, Filters(), 300)
+    by_api = reader.context(question, max_tokens=300)
+
+    assert by_cli["passages"] and by_cli["tokens"] <= 300
+    for other in (by_mcp, by_api):
+        assert [p["handle"] for p in other["passages"]] == [p["handle"] for p in by_cli["passages"]]
+        assert other["tokens"] == by_cli["tokens"]
+    assert by_cli["passages"][0]["url"].startswith("https://github.com/octo/hello/")
+    first = by_cli["passages"][0]
+    assert f"[{first['handle']}] {first['title']}  {first['url']}" in text
+    assert text.rstrip().endswith(f"about {by_cli['tokens']} tokens)")
+
+
+def test_items_links_sql_and_status_agree(run, workdir, served, reader):
+    query = "SELECT number FROM issues ORDER BY number"
+    shown = cli_json(run, workdir, "show", f"{R}#1")
+    linked = cli_json(run, workdir, "related", f"{R}#9")
+    rows = cli_json(run, workdir, "sql", query)["rows"]
+    status = cli_json(run, workdir, "status")
+
+    assert shown["fixed_by"] == [f"{R}#9"]
+    assert tools.fetch(served, [f"{R}#1"], 20_000)["items"] == [shown]
+    assert reader.fetch(f"{R}#1", max_chars=20_000) == shown
+
+    assert (f"{R}#1", "closes") in {(n["handle"], n["kind"]) for n in linked["neighbours"]}
+    assert reader.related(f"{R}#9") == linked
+    mcp_linked = tools.related(served, f"{R}#9", 1)
+    assert {k: v for k, v in mcp_linked.items() if not k.startswith("snapshot_")} == linked
+
+    assert rows == [{"number": n} for n in (1, 2, 3, 4)]
+    assert tools.sql(served, query, 100)["rows"] == [[1], [2], [3], [4]]
+    assert reader.sql(query).fetchall() == [(1,), (2,), (3,), (4,)]
+
+    assert reader.status()["counts"] == status["counts"] == served.manifest["counts"]
+
+
+def test_the_api_exports_and_reports_like_the_cli(reader, isolated):
+    report = reader.export(isolated / "parquet")
+    assert report["tables"]["issues"] == 4
+    assert (isolated / "parquet" / "issues.parquet").exists()
+    assert reader.report().startswith("<!doctype html>")
+
+
+def test_an_unknown_filter_is_refused_by_name(reader):
+    with pytest.raises(GhindexError, match="unknown filter 'lable': use one of"):
+        reader.search("crash", lable="bug")
+
+
+def test_a_snapshot_knows_its_paths_and_opens_what_it_needs_only(workdir, tmp_path):
+    snap = Snapshot.open(workdir)
+    assert (snap.state_path.name, snap.lance_path.name, snap.manifest_path.name) == (
+        "state.duckdb", "lance", "manifest.json")  # fmt: skip
+    assert snap.snapshot_id.startswith("local-")
+    snap.close()
+
+    empty = Snapshot.open(tmp_path)  # nothing fetched yet: opening is fine, reading says why
+    with pytest.raises(GhindexError, match=r"no state database at .*: run `ghindex fetch`"):
+        empty.sql("SELECT 1")
+    with pytest.raises(GhindexError, match="no snapshot in"):
+        Snapshot.open(tmp_path, built=True)
