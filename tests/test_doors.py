@@ -5,17 +5,25 @@ items in full, links, SQL and status, on one real built workdir."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 
+import duckdb
 import pytest
 
 import ghindex.api as gh
 from ghindex.errors import GhindexError
 from ghindex.index.build import build
 from ghindex.query.filters import Filters
+from ghindex.query.hits import make_hit
 from ghindex.query.snapshot import Snapshot
 from ghindex.serve import SnapshotHolder, open_snapshot, tools
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
+from ghindex.state.rows import iso_time
 from testkit.github_server import (
     as_response,
     comment_node,
@@ -177,7 +185,8 @@ def test_items_links_sql_and_status_agree(run, workdir, served, reader):
     assert reader.fetch(f"{R}#1", max_chars=20_000) == shown
 
     assert (f"{R}#1", "closes") in {(n["handle"], n["kind"]) for n in linked["neighbours"]}
-    assert reader.related(f"{R}#9") == linked
+    assert linked["nearest"]  # the CLI and MCP list the nearest items; the API leaves them out
+    assert reader.related(f"{R}#9") == {k: v for k, v in linked.items() if k != "nearest"}
     mcp_linked = tools.related(served, f"{R}#9", 1)
     assert {k: v for k, v in mcp_linked.items() if not k.startswith("snapshot_")} == linked
 
@@ -212,3 +221,53 @@ def test_a_snapshot_knows_its_paths_and_opens_what_it_needs_only(workdir, tmp_pa
         empty.sql("SELECT 1")
     with pytest.raises(GhindexError, match="no snapshot in"):
         Snapshot.open(tmp_path, built=True)
+
+
+def test_a_broken_manifest_stops_only_what_reads_it(run, workdir, isolated):
+    copy = isolated / "copy"
+    shutil.copytree(workdir, copy)
+    (copy / "manifest.json").write_text("{bad")
+
+    assert run("sql", "SELECT count(*) AS n FROM issues", "--snapshot", str(copy),
+               "--json").exit_code == 0  # fmt: skip
+    assert run("show", f"{R}#1", "--snapshot", str(copy)).exit_code == 0
+    assert run("search", "crash", "--snapshot", str(copy)).exit_code == 0
+    status = run("status", "--snapshot", str(copy))
+    assert status.exit_code == 1
+    assert status.stderr.startswith(f"Error: {copy / 'manifest.json'} is not valid JSON")
+
+
+def test_a_command_waits_for_a_writer_and_refuses_an_old_schema(run, workdir, isolated):
+    copy = isolated / "copy"
+    shutil.copytree(workdir, copy)
+    state = copy / "state.duckdb"
+    hold = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(1.5); con.close()")  # fmt: skip
+    writer = subprocess.Popen([sys.executable, "-c", hold, str(state)], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    assert writer.stdout.readline().strip() == "held"
+    shown = run("show", f"{R}#1", "--snapshot", str(copy), "--json")
+    writer.wait()
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["handle"] == f"{R}#1"
+
+    con = duckdb.connect(str(state))
+    con.execute("DELETE FROM schema_migrations WHERE name = '0006_meta'")
+    con.close()
+    refused = run("show", f"{R}#1", "--snapshot", str(copy))
+    assert refused.exit_code == 1
+    assert refused.stderr == (f"Error: {state} needs a schema upgrade (0006_meta): run "
+                              "`ghindex fetch` to upgrade it\n")  # fmt: skip
+
+
+def test_times_are_utc_whatever_the_connection_zone():
+    moment = datetime(2015, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=-5)))
+    assert iso_time(moment) == "2015-01-02T08:04:05Z"
+
+
+def test_a_hit_serialises_without_its_text_or_vector():
+    row = {"handle": f"{R}#1", "entity": f"{R}#1", "type": "issue", "entity_type": "issue",
+           "repo": R, "text": "Title\n\nbody words", "vector": [0.1, 0.2]}  # fmt: skip
+    hit = make_hit(row, 1.0, 1, None)
+    assert (hit.text, hit.vector, hit.snippet) == ("Title\n\nbody words", [0.1, 0.2], "body words")
+    assert "text" not in asdict(hit) and "vector" not in hit.as_dict()

@@ -61,7 +61,7 @@ class Reader:
 
     def related(self, handle: str, hops: int = 1) -> dict[str, Any]:
         """Graph neighbours of one item (what `ghindex related` prints)."""
-        return self.snapshot.related(handle, hops=hops).as_dict()
+        return self.snapshot.related(handle, hops=hops, nearest=False).as_dict()
 
     def context(self, question: str, *, max_tokens: int = 4000, **filters: Any) -> dict[str, Any]:
         """A token-budgeted pack of the passages most relevant to `question`, cited."""

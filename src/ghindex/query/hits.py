@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ghindex.state.rows import iso_time
 
@@ -44,15 +44,13 @@ class Hit:
     same_entity: list[SameEntity] = field(default_factory=list)
     fixed_by: list[str] = field(default_factory=list)
     closes: list[str] = field(default_factory=list)
-    # the representative row's whole text and vector: for the reranker, MMR and
-    # context packs, never part of an answer
-    text: str = field(default="", repr=False, compare=False)
-    vector: Any = field(default=None, repr=False, compare=False)
+    # The representative row's whole text and vector, set per hit by `make_hit` for the
+    # reranker, MMR and context packs: not fields, so never part of an answer.
+    text: ClassVar[str] = ""
+    vector: ClassVar[Any] = None
 
     def as_dict(self) -> dict[str, Any]:
-        shown = {k: v for k, v in vars(self).items() if k not in ("text", "vector")}
-        shown["same_entity"] = [asdict(s) for s in self.same_entity]
-        return shown
+        return asdict(self)
 
 
 @dataclass
@@ -94,7 +92,7 @@ def make_hit(
 ) -> Hit:
     """A hit whose representative is `row` of the `chunks` table."""
     text = row.get("text") or ""
-    return Hit(
+    hit = Hit(
         handle=row["handle"],
         entity=row["entity"],
         type=row["type"],
@@ -112,9 +110,9 @@ def make_hit(
         dense_rank=dense,
         sparse_rank=sparse,
         snippet=snippet(text) if with_snippet else "",
-        text=text,
-        vector=row.get("vector"),
     )
+    hit.text, hit.vector = text, row.get("vector")
+    return hit
 
 
 def snippet(text: str, limit: int = 240) -> str:

@@ -228,7 +228,7 @@ class Searcher:
         if issue:
             repo, number = issue.groups()
             tests.append(
-                f"entity = {literal(item_handle(repo, int(number)))}"
+                f"entity = {literal(item_handle(repo, number))}"
                 if repo
                 else f"(number = {int(number)} AND entity LIKE {literal(f'%#{number}')})"
             )

@@ -38,7 +38,7 @@ from ghindex.query.search import Searcher
 from ghindex.snapshot.layout import MANIFEST, SnapshotFiles
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
-from ghindex.state.database import no_state
+from ghindex.state.database import LOCK_WAIT, no_state
 
 DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
@@ -61,7 +61,7 @@ class Snapshot(SnapshotFiles):
             raise ValueError(f"unknown state mode {state!r}")
         self.root = Path(root)
         self.source = source or self.root  # as the user named it
-        self.manifest = self._read_manifest() if manifest is None else manifest
+        self._manifest = manifest
         self._mode = state
         self._connection = connection
         self._held: duckdb.DuckDBPyConnection | None = None
@@ -94,6 +94,13 @@ class Snapshot(SnapshotFiles):
     # -- what it is
 
     @property
+    def manifest(self) -> dict[str, Any]:
+        """The manifest (read on first use: reading the state or the index needs none)."""
+        if self._manifest is None:
+            self._manifest = self._read_manifest()
+        return self._manifest
+
+    @property
     def snapshot_id(self) -> str | None:
         """The published snapshot's id; for a local build not yet published, `local-<build>`."""
         if self.manifest.get("snapshot_id"):
@@ -115,10 +122,10 @@ class Snapshot(SnapshotFiles):
         """A read-only connection to the state database for one request, closed after it."""
         if self._connection is not None:
             con = self._connection()
-        elif self._mode == "per_call":
+        elif self._mode == "per_call":  # a command: wait out a writer, check the schema
             from ghindex.query.sql import connect
 
-            con = connect(self.state_path)
+            con = connect(self.state_path, wait=LOCK_WAIT, check=True)
         else:
             con = self.connect().cursor()
         try:
@@ -252,15 +259,16 @@ class Snapshot(SnapshotFiles):
         hops: int = 1,
         kinds: list[str] | tuple[str, ...] | None = None,
         history: bool = False,
+        nearest: bool = True,
     ):
-        """Graph neighbours of one item and (when the snapshot has an index) the items
-        whose text is nearest to it."""
+        """Graph neighbours of one item and (with `nearest`, when the snapshot has an
+        index) the items whose text is nearest to it."""
         from ghindex.query.graph import related
 
-        nearest = self.searcher.nearest if self.lance_path.exists() else None
+        near = self.searcher.nearest if nearest and self.lance_path.exists() else None
         with self.state() as con:
             return related(con, handle, hops=hops, kinds=kinds or None,
-                           include_history=history, nearest_items=nearest)  # fmt: skip
+                           include_history=history, nearest_items=near)  # fmt: skip
 
     def sql(self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT):
         """One read-only statement over the state database, with row, size and time limits."""

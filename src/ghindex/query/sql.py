@@ -27,12 +27,18 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import ConfigError, GhindexError, StateError, first_line
-from ghindex.state.database import no_state
+from ghindex.state.database import check_schema, no_state
 
 TIMEOUT = 10.0
 MEMORY_MB = 512
 MAX_BYTES = 1_000_000
 _BATCH = 64  # rows read and converted at a time
+_SANDBOX = {  # no files, no network, no extensions
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+}
 
 
 @dataclass
@@ -45,39 +51,44 @@ class Result:
     reason: str | None = None  # why the answer was cut, when it was
 
 
-def connect(state: Path) -> duckdb.DuckDBPyConnection:
-    """A sandboxed, read-only connection to a state database."""
+def connect(state: Path, *, wait: float = 0.0, check: bool = False) -> duckdb.DuckDBPyConnection:
+    """A sandboxed, read-only connection to a state database. `wait`: seconds to wait for
+    a writer (fetch, build) to let go of the file; `check`: refuse a schema this ghindex
+    cannot read (written by a newer one, or not yet migrated)."""
     if not state.exists():
         raise no_state(state)
-    try:
-        con = duckdb.connect(
-            str(state),
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "allow_community_extensions": False,
-            },
-        )
-    except duckdb.IOException as exc:
-        if "lock" not in str(exc).lower():
-            raise StateError(f"cannot open {state.name}: {first_line(exc)}") from None
-        raise StateError(
-            "the state database is being written (fetch or build is running): retry in a "
-            "moment, or read a published snapshot"
-        ) from None
+    deadline = time.monotonic() + wait
+    delay = 0.05
+    while True:
+        try:
+            con = duckdb.connect(str(state), read_only=True, config=_SANDBOX)
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise StateError(f"cannot open {state.name}: {first_line(exc)}") from None
+            if time.monotonic() >= deadline:
+                raise StateError(
+                    "the state database is being written (fetch or build is running): retry "
+                    "in a moment, or read a published snapshot"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
         memory = _setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
         threads = _setting("GHINDEX_SQL_THREADS", 1)
-        con.execute("SET TimeZone = 'UTC'")  # times as GitHub gives them
         con.execute(f"SET memory_limit = '{memory}MB'")
         con.execute("SET enable_progress_bar = false")
         # one core for SQL, the rest for everything else a server answers meanwhile
         con.execute(f"SET threads = {threads}")
         con.execute("SET lock_configuration = true")
+    if check:
+        try:
+            check_schema(con, state)
+        except BaseException:
+            con.close()
+            raise
     return con
 
 

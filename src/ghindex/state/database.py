@@ -32,6 +32,12 @@ def no_state(path: Path) -> StateError:
     return StateError(f"no state database at {path}: run `ghindex fetch` or `ghindex pull` first")
 
 
+def check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a state database this ghindex cannot read as it is: one written by a newer
+    ghindex, or one that needs a migration (`ghindex fetch` applies it)."""
+    _migrate(con, path, read_only=True)
+
+
 def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the state database at `path`."""
     if read_only and not path.exists():

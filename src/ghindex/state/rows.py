@@ -73,7 +73,11 @@ def github_time(value: str) -> datetime:
 
 def iso_time(value: datetime | None) -> str | None:
     """The other way: a UTC time as GitHub writes it, 'Z' for '+00:00'."""
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    if value is None:
+        return None
+    if value.tzinfo is not None:  # a connection in another time zone gives local times
+        value = value.astimezone(UTC)
+    return value.isoformat().replace("+00:00", "Z")
 
 
 def newest_update(nodes: Sequence[Node]) -> datetime | None:
