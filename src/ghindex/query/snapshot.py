@@ -40,6 +40,7 @@ from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.state.database import LOCK_WAIT, no_state
 
+NOT_BUILT = "no snapshot in {}: run `ghindex build` or `ghindex pull` first"
 DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
 
@@ -86,9 +87,7 @@ class Snapshot(SnapshotFiles):
             pull(Store(text), given)
         root = live_root(given)
         if built and not (root / MANIFEST).exists():
-            raise SnapshotError(
-                f"no snapshot in {given}: run `ghindex build` or `ghindex pull` first"
-            )
+            raise SnapshotError(NOT_BUILT.format(given))
         return cls(root, source=given, **options)
 
     # -- what it is

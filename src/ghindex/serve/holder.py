@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import GhindexError, first_line
-from ghindex.query.snapshot import Snapshot
+from ghindex.query.snapshot import NOT_BUILT, Snapshot
 from ghindex.serve.state_copy import StateCopy
 from ghindex.snapshot.layout import MANIFEST, STATE_FILE
 from ghindex.snapshot.local import in_use, live_root
@@ -70,7 +70,7 @@ def open_snapshot(
     manifest_path = root / MANIFEST
     stamp = None if immutable else _stamp(manifest_path)  # before reading: a build may land
     if not manifest_path.exists():
-        raise NoSnapshot(f"no snapshot in {path}: run `ghindex build` or `ghindex pull` first")
+        raise NoSnapshot(NOT_BUILT.format(path))
     held = contextlib.ExitStack()
     held.enter_context(in_use(root))
     try:
