@@ -98,10 +98,16 @@ def cli_json(run, workdir, *args):
 
 def test_a_scan_is_the_same_through_every_door(run, workdir, served, reader):
     by_cli = cli_json(run, workdir, "search", "--label", "bug", "-k", "1")
+    text = run("search", "--label", "bug", "-k", "1", "--snapshot", str(workdir)).stdout
+    title = "Crash when the cache directory is read-only"
+    assert text == (f" 1. {R}#3  (issue, open)  {title}  [bug]\n"
+                    f"    https://github.com/{R}/issues/3  updated 2015-03-02T00:00:00Z\n"
+                    "    The app crashes on startup if the cache cannot be written.\n"
+                    "(more items match: raise -k above 1)\n")  # fmt: skip
     by_mcp = tools.search(served, None, Filters.of(labels=["bug"]), top_k=1)
     by_api = reader.scan(label="bug", k=1)
 
-    # newest first by update: #3 (April) before #1 (January); one asked for, more exist
+    # newest first by update: #3 (March) before #1 (January); one asked for, more exist
     assert [h["entity"] for h in by_cli["results"]] == [f"{R}#3"]
     assert [h["handle"] for h in by_mcp["results"]] == [f"{R}#3"]
     assert [h.entity for h in by_api] == [f"{R}#3"]

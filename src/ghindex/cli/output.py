@@ -77,7 +77,10 @@ def search_text(response: SearchResponse) -> str:
         ]
         if hit.rerank_score is not None:
             why.append(f"rerank {hit.rerank_score:.3f}")
-        lines.append(f"    {hit.url}  score {hit.score:.4f} ({', '.join(why)})")
+        if response.mode == "scan":  # no query, so no score: the time it is ordered by
+            lines.append(f"    {hit.url}  updated {hit.updated_at}")
+        else:
+            lines.append(f"    {hit.url}  score {hit.score:.4f} ({', '.join(why)})")
         if hit.handle != hit.entity:
             lines.append(f"    matched {hit.type} {hit.handle}")
         if hit.same_entity:
