@@ -3,7 +3,10 @@ environment, so no ghindex.toml, token or workdir of the developer leaks in."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import uuid
 
 import pytest
@@ -13,6 +16,10 @@ from ghindex.cli import cli
 from testkit.github_server import GitHubServer
 
 _ENV_PREFIXES = ("GHINDEX_", "GITHUB_TOKEN", "GH_TOKEN")
+# One ONNX export of the query encoder for the whole run, never in the user's home.
+EXPORT_CACHE = tempfile.mkdtemp(prefix="ghindex-test-cache-")
+os.environ["GHINDEX_CACHE_DIR"] = EXPORT_CACHE
+atexit.register(shutil.rmtree, EXPORT_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +28,7 @@ def isolated(tmp_path, monkeypatch):
         if name.startswith(_ENV_PREFIXES):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("GHINDEX_CACHE_DIR", EXPORT_CACHE)
     monkeypatch.setenv("GHINDEX_WORKDIR", str(tmp_path / "work"))
     monkeypatch.chdir(tmp_path)
     return tmp_path

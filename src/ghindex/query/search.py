@@ -21,7 +21,7 @@ from lancedb.query import MatchQuery
 
 from ghindex.errors import GhindexError, IndexUnusable
 from ghindex.index import table as index
-from ghindex.index.embed import Embedder
+from ghindex.index.onnx_encoder import query_encoder
 from ghindex.query.filters import MODES, SORTS, Filters, literal
 from ghindex.query.fusion import diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
@@ -54,7 +54,7 @@ class Searcher:
         self,
         lance_path: Path,
         *,
-        embedder_factory: Callable[[str], Embedder] = Embedder,
+        embedder_factory: Callable[[str], Any] = query_encoder,
         reranker_factory: Callable[[], Any] | None = None,
         state: StateConnection | None = None,
     ) -> None:
@@ -66,7 +66,7 @@ class Searcher:
         model = index.index_model(db)
         self.model_name = model[0] if model else None
         self._embedder_factory = embedder_factory
-        self._embedder: Embedder | None = None
+        self._embedder: Any = None
         self._reranker_factory = reranker_factory
         self._reranker: Any = None
         if state is None and (Path(lance_path).parent / STATE_FILE).exists():
