@@ -11,6 +11,7 @@ fill the rest.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -67,6 +68,7 @@ class Searcher:
         self.model_name = model[0] if model else None
         self._embedder_factory = embedder_factory
         self._embedder: Any = None
+        self._loading = threading.Lock()
         self._reranker_factory = reranker_factory
         self._reranker: Any = None
         if state is None and (Path(lance_path).parent / STATE_FILE).exists():
@@ -198,8 +200,9 @@ class Searcher:
     def _dense(
         self, query: str, where: str | None, depth: int, columns: list[str] = _COLUMNS
     ) -> list[dict[str, Any]]:
-        if self._embedder is None:
-            self._embedder = self._embedder_factory(self.model_name)
+        with self._loading:  # concurrent first queries load (or export) the model once
+            if self._embedder is None:
+                self._embedder = self._embedder_factory(self.model_name)
         vector = self._embedder.encode([query])[0]
         search = self.table.search(vector, query_type="vector").distance_type("cosine")
         if self._indexed:
