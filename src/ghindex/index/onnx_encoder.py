@@ -130,8 +130,8 @@ def export(name: str) -> Path:
             super().__init__()
             self.network = model[0].auto_model
 
-        def forward(self, *inputs: Any) -> Any:
-            return self.network(*inputs).last_hidden_state
+        def forward(self, *inputs: Any) -> Any:  # by name: models order their inputs apart
+            return self.network(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
     network = LastHidden().eval()
     sample = tokenizer(["an example", "a longer example of text"], padding=True,
