@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, json_option, open_snapshot, snapshot_options
+from ghindex.cli.base import Context, cli, json_option, open_for_query, snapshot_options
 
 
 @cli.command()
@@ -37,7 +37,7 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
       ghindex sql "SELECT repo, count(*) FROM issues GROUP BY ALL"
       ghindex sql "SELECT * FROM open_prs_awaiting_review" --format markdown
     """
-    snap = open_snapshot(obj, snapshot, store)
+    snap = open_for_query(obj, snapshot, store)
     if not query:
         click.echo(f"duckdb -readonly {snap.state_path}")
         click.echo("(the duckdb shell: https://duckdb.org/docs/installation; "
@@ -77,7 +77,7 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
     Example:
       ghindex export --format parquet ./parquet
     """
-    report = open_snapshot(obj, snapshot, store).export(Path(dest))
+    report = open_for_query(obj, snapshot, store).export(Path(dest))
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -97,7 +97,7 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None) -> N
     Example:
       ghindex report --out report.html
     """
-    page = open_snapshot(obj, snapshot, store).report()
+    page = open_for_query(obj, snapshot, store).report()
     Path(out).write_text(page, encoding="utf-8")
     click.echo(out)
 

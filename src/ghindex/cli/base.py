@@ -120,7 +120,7 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
     configure_logging(debug)
 
 
-def open_snapshot(obj: Context, snapshot: str | None, store: str | None):
+def open_for_query(obj: Context, snapshot: str | None, store: str | None):
     """The `Snapshot` a query command reads (see `snapshot_root`), one connection per call."""
     from ghindex.query.snapshot import Snapshot
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, json_option, open_snapshot, snapshot_options
+from ghindex.cli.base import Context, cli, json_option, open_for_query, snapshot_options
 from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
 from ghindex.config import Settings
 from ghindex.query.filters import MODES, SORTS
@@ -113,7 +113,7 @@ def search(
         key: (tuple(v.lower() for v in value) if key == "states" else value)
         for key, value in filter_options.items()
     }
-    with open_snapshot(obj, snapshot, store) as snap:
+    with open_for_query(obj, snapshot, store) as snap:
         if query is None:
             response = snap.scan(Filters(**options), k=k,
                                  sort="updated_desc" if sort == "relevance" else sort,
@@ -170,7 +170,7 @@ def context(
 
     chosen = Filters(repos=repos, types=types, states=tuple(s.lower() for s in states),
                      labels=labels)  # fmt: skip
-    with open_snapshot(obj, snapshot, store) as snap:
+    with open_for_query(obj, snapshot, store) as snap:
         body = snap.context(question, chosen, max_tokens=max_tokens)
     if as_json:
         emit_json(body)
@@ -278,7 +278,7 @@ def related(
             f"{unknown[0]!r} is not a link kind: use one of {', '.join(KINDS)}",
             param_hint="'--kind'",
         )
-    with open_snapshot(obj, snapshot, store) as snap:
+    with open_for_query(obj, snapshot, store) as snap:
         result = snap.related(handle, hops=hops, kinds=kinds, history=history)
     if as_json:
         emit_json(result.as_dict())
@@ -314,7 +314,7 @@ def show(
       ghindex show psf/requests#6240
       ghindex show psf/requests@1a2b3c4 --json
     """
-    with open_snapshot(obj, snapshot, store) as snap:
+    with open_for_query(obj, snapshot, store) as snap:
         item = snap.show(handle, max_chars=max_chars)
     if as_json:
         emit_json(item)

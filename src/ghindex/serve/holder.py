@@ -41,7 +41,7 @@ class ServedSnapshot(Snapshot):
 
     def __init__(
         self, root: Path, manifest: dict[str, Any], *, held: contextlib.ExitStack,
-        source: Path | None = None, stamp: tuple[int, int] | None = None,
+        served_from: Path | None = None, stamp: tuple[int, int] | None = None,
         copy: StateCopy | None = None,
     ) -> None:  # fmt: skip
         if copy is None:  # nothing writes to it: its state stays open between requests
@@ -51,7 +51,7 @@ class ServedSnapshot(Snapshot):
         self.users = 0
         self.retired = False
         self.held = held
-        self.served_from = source  # a workdir: reopened when it is rebuilt
+        self.served_from = served_from  # a workdir: reopened when it is rebuilt
         self.stamp = stamp
         self.copy = copy
 
@@ -79,7 +79,8 @@ def open_snapshot(
             copy = copy or StateCopy(root / STATE_FILE)
             copy.acquire()
             held.callback(copy.release)
-        served = ServedSnapshot(root, manifest, held=held, source=None if immutable else path,
+        served = ServedSnapshot(root, manifest, held=held,
+                                served_from=None if immutable else path,
                                 stamp=stamp, copy=None if immutable else copy)  # fmt: skip
         served.searcher  # noqa: B018 - open the index now: a broken one fails here, not later
     except BaseException:
