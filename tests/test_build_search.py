@@ -66,7 +66,12 @@ def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
         set(table.to_arrow()["content_hash"].to_pylist())
     )
     manifest = json.loads(settings.manifest_path.read_text())
-    assert manifest["model"] == {"name": DEFAULT_MODEL, "dimension": 384}
+    assert manifest["model"] == {
+        "name": DEFAULT_MODEL,
+        "dimension": 384,
+        "precision": "fp32",
+        "encoder": "onnx",
+    }
     assert manifest["counts"] == {**report.build.counts, "chunks": report.build.chunks}
     record = next(
         r for r in sample_records() if r["repository"]["nameWithOwner"] == "betamaxpy/betamax"

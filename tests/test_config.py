@@ -50,8 +50,9 @@ def test_unknown_keys_are_an_error(isolated):
         load_settings()
     assert str(error.value) == (
         "ghindex.toml: unknown key 'modle' "
-        "(known keys: archived, exclude, forks, graphql_url, include, index_bots, keep, "
-        "max_wait, min_comment_chars, model, orgs, redact, repos, skip_types, store, workdir)"
+        "(known keys: archived, device, exclude, forks, graphql_url, include, index_bots, "
+        "keep, max_wait, min_comment_chars, model, orgs, precision, redact, repos, "
+        "skip_types, store, workdir)"
     )
 
 

@@ -624,7 +624,12 @@ def test_status_describes_the_snapshot(server, holder):
     assert body["status"] == "serving"
     assert body["snapshot_id"] == holder.current.snapshot_id
     assert sorted(body["repos"]) == ["octo/hello", "octo/other"]
-    assert body["model"] == {"name": "sentence-transformers/all-MiniLM-L6-v2", "dimension": 384}
+    assert body["model"] == {
+        "name": "sentence-transformers/all-MiniLM-L6-v2",
+        "dimension": 384,
+        "precision": "fp32",
+        "encoder": "onnx",
+    }
     assert (body["counts"]["issue"], body["counts"]["pull_request"]) == (12, 1)
     assert body["built_at"] and body["sync"] == {"syncs": 0}
 

@@ -78,7 +78,12 @@ def test_publish_then_pull_gives_the_same_files(workdir, store_url, isolated):
     manifest = json.loads((dest / "manifest.json").read_text())
     assert manifest["snapshot_id"] == report.snapshot_id
     assert manifest["format_version"] == 1
-    assert manifest["model"] == {"name": DEFAULT_MODEL, "dimension": 384}
+    assert manifest["model"] == {
+        "name": DEFAULT_MODEL,
+        "dimension": 384,
+        "precision": "fp32",
+        "encoder": "onnx",
+    }
     assert manifest["counts"]["issue"] == 40
     assert {f["path"]: f["sha256"] for f in manifest["files"]} == expected
     status = store_status(store)

@@ -20,6 +20,14 @@ from ghindex.snapshot.layout import SnapshotFiles
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# How vectors are computed: fp32 (the model as trained) or int8 (its weights quantised,
+# ONNX Runtime only). One index holds one precision; the default is chosen from the
+# retrieval figures in bench/README.md.
+FP32, INT8 = "fp32", "int8"
+PRECISIONS = (FP32, INT8)
+DEFAULT_PRECISION = FP32
+DEVICES = ("auto", "cpu", "cuda")  # where a build embeds (index/onnx_encoder.py: place)
+DEFAULT_DEVICE = "auto"
 DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
 DEFAULT_KEEP = 10  # snapshots `gc` keeps
 CONFIG_FILE = "ghindex.toml"
@@ -30,6 +38,8 @@ _ENV_FOR_KEY = {
     "graphql_url": "GHINDEX_GRAPHQL_URL",
     "store": "GHINDEX_STORE",
     "model": "GHINDEX_MODEL",
+    "precision": "GHINDEX_PRECISION",
+    "device": "GHINDEX_DEVICE",
     "max_wait": "GHINDEX_MAX_WAIT",
     "repos": None,
     "orgs": None,
@@ -74,6 +84,8 @@ class Settings(SnapshotFiles):
     graphql_url: str
     model: str
     store: str | None = None
+    precision: str = DEFAULT_PRECISION  # of the vectors a build makes
+    device: str = DEFAULT_DEVICE  # where a build embeds
     repos: tuple[str, ...] = field(default_factory=tuple)
     max_wait: float = DEFAULT_MAX_WAIT
     keep: int = DEFAULT_KEEP
@@ -113,6 +125,8 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         workdir=Path(str(pick("workdir", DEFAULT_WORKDIR))).expanduser(),
         graphql_url=str(pick("graphql_url", DEFAULT_GRAPHQL_URL)),
         model=str(pick("model", DEFAULT_MODEL)),
+        precision=_choice(pick("precision", DEFAULT_PRECISION), "precision", PRECISIONS),
+        device=_choice(pick("device", DEFAULT_DEVICE), "device", DEVICES),
         store=(str(pick("store", "")) or None),
         repos=tuple(parse_repo(r) for r in repos),
         max_wait=_seconds(pick("max_wait", DEFAULT_MAX_WAIT)),
@@ -162,6 +176,16 @@ def _document_types(value: object, key: str) -> tuple[str, ...]:
             f"{key}: unknown document type {unknown[0]!r}: use some of {', '.join(DOCUMENT_TYPES)}"
         )
     return tuple(dict.fromkeys(chosen))
+
+
+def _choice(value: object, key: str, choices: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in choices:
+        raise ConfigError(
+            f"{key} must be one of {', '.join(choices)}, not {value!r} "
+            f"(from --{key}, {_ENV_FOR_KEY[key]} or ghindex.toml)"
+        )
+    return text
 
 
 def _count(value: object, key: str, minimum: int = 1) -> int:

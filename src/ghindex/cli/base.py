@@ -9,7 +9,7 @@ import click
 
 from ghindex import __version__
 from ghindex.cli.output import configure_logging
-from ghindex.config import Settings, load_settings
+from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
 from ghindex.errors import GhindexError
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -36,6 +36,13 @@ max_wait_option = click.option(
     metavar="SECONDS",
     help="Longest wait for a rate-limit reset before stopping with progress saved "
     "(env GHINDEX_MAX_WAIT, default 3600).",
+)
+
+precision_option = click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    help="Vectors of the model as trained (fp32) or with int8 weights, faster on the CPU "
+    f"(env GHINDEX_PRECISION; default {DEFAULT_PRECISION}). One index holds one precision.",
 )
 
 force_option = click.option(

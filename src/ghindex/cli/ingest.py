@@ -13,10 +13,11 @@ from ghindex.cli.base import (
     git_option,
     json_option,
     max_wait_option,
+    precision_option,
     wiki_option,
 )
 from ghindex.cli.output import emit_json, progress
-from ghindex.config import github_token
+from ghindex.config import DEFAULT_DEVICE, DEVICES, github_token
 
 
 @cli.command()
@@ -110,6 +111,13 @@ def fetch(
     metavar="NAME_OR_PATH",
     help="sentence-transformers model (env GHINDEX_MODEL; default all-MiniLM-L6-v2).",
 )
+@precision_option
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    help="Where to embed: a CUDA GPU through ONNX Runtime (or torch), the CPU, or auto: "
+    f"the GPU when ONNX Runtime has one (env GHINDEX_DEVICE; default {DEFAULT_DEVICE}).",
+)
 @git_option
 @wiki_option
 @click.option(
@@ -120,13 +128,15 @@ def fetch(
 @click.option(
     "--full",
     is_flag=True,
-    help="Drop the index and embedding cache and re-read git sources; rebuild.",
+    help="Drop the index (the embedding caches stay) and re-read git sources; rebuild.",
 )
 @json_option
 @click.pass_obj
 def build(
     obj: Context,
     model: str | None,
+    precision: str | None,
+    device: str | None,
     git_paths: tuple[str, ...],
     wiki_paths: tuple[str, ...],
     repo: str | None,
@@ -143,12 +153,13 @@ def build(
     Examples:
       ghindex build
       ghindex build --git . --wiki ../project.wiki
+      ghindex build --precision int8
     """
     from ghindex.config import parse_repo
     from ghindex.index.build import GitSource
     from ghindex.index.build import build as run_build
 
-    settings = obj.settings(model=model)
+    settings = obj.settings(model=model, precision=precision, device=device)
     owner = parse_repo(repo) if repo else None
     sources = [GitSource(Path(p), repo=owner) for p in git_paths]
     sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
@@ -168,16 +179,19 @@ def build(
     click.echo(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
     click.echo(
         f"embedded {report.embedded} chunks, {report.from_cache} from the cache "
-        f"({report.model}, {report.seconds:.1f}s)"
+        f"({report.model}, {report.precision}, {report.seconds:.1f}s)"
     )
 
 
 @cli.command()
 @click.argument("shards", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--model", metavar="NAME_OR_PATH", help="The model every shard was built with.")
+@precision_option
 @json_option
 @click.pass_obj
-def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: bool) -> None:
+def merge(
+    obj: Context, shards: tuple[str, ...], model: str | None, precision: str | None, as_json: bool
+) -> None:
     """Combine workdirs built separately (one per shard of repositories) into WORKDIR
     and build it, reusing the shards' embeddings: nothing is embedded again.
 
@@ -189,11 +203,12 @@ def merge(obj: Context, shards: tuple[str, ...], model: str | None, as_json: boo
     from ghindex.index.embed import canonical_model_name
     from ghindex.index.merge import merge as run_merge
 
-    settings = obj.settings(model=model)
+    settings = obj.settings(model=model, precision=precision)
     merged = run_merge(
         settings.root,
         [Path(s) for s in shards],
         canonical_model_name(settings.model),
+        precision=settings.precision,
         redacted=settings.redact,
     )
     for line in merged.notes:

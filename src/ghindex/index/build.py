@@ -3,7 +3,9 @@
 Only texts whose sha256 is not in the embedding cache go through the model; the
 model is not even loaded when nothing is new. The `chunks` table is brought to
 exactly the current set of chunks by a merge on chunk id, so unchanged rows keep
-their data files.
+their data files. Vectors are of one model and one precision per index (the manifest
+says which, and which encoder made this build's); `onnx_encoder.build_encoder` picks
+the encoder.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ghindex import __version__
-from ghindex.config import Settings
+from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings
+from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
 from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
-from ghindex.index.embed import Embedder, canonical_model_name
+from ghindex.index.embed import canonical_model_name
 from ghindex.snapshot.layout import FORMAT_VERSION
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
@@ -48,6 +51,8 @@ class BuildReport:
     git: list[dict[str, Any]] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in git text
     notes: list[str] = field(default_factory=list)  # what the build did besides indexing
+    precision: str = DEFAULT_PRECISION  # of every vector in the index
+    encoder: str | None = None  # "onnx" or "torch" when this build embedded anything
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,10 +75,14 @@ def build(
     git: Sequence[GitSource] = (),
     chunking: ChunkSettings | None = None,
     doc_settings: DocumentSettings | None = None,
-    embedder_factory: Callable[[str], Embedder] = Embedder,
+    precision: str | None = None,
+    embedder_factory: Callable[[str], Any] | None = None,
     progress: Progress | None = None,
 ) -> BuildReport:
-    """Index the state database of `settings.workdir` into `settings.lance_path`."""
+    """Index the state database of `settings.workdir` into `settings.lance_path`, with
+    vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
+    replaces the encoder `build_encoder` would choose (tests, the eval harness): its
+    vectors must be of that precision."""
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
     started_at = datetime.now(UTC)
@@ -84,13 +93,16 @@ def build(
         skip_types=settings.skip_types,
     )
     model_name = canonical_model_name(model or settings.model)
+    precision = precision or settings.precision
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
 
     if not settings.state_path.exists() and not git:
         raise no_state(settings.state_path)
     db = index.connect(settings.lance_path)
     if full:
         index.drop_chunks(db)
-    index.check_model(db, settings.lance_path, model_name)
+    index.check_model(db, settings.lance_path, model_name, precision)
 
     con = open_state(settings.state_path)
     try:
@@ -113,22 +125,25 @@ def build(
         say(f"{len(documents)} documents")
         chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
         hashes = list(dict.fromkeys(c.content_hash for c in chunks))
-        vectors = index.cached_vectors(db, model_name, hashes)
+        vectors = index.cached_vectors(db, model_name, hashes, precision)
         missing = [h for h in hashes if h not in vectors]
         texts = {c.content_hash: c.text for c in chunks}
-        dimension = index.cache_dimension(db, model_name) or 0
+        dimension = index.cache_dimension(db, model_name, precision) or 0
+        encoder = None
         if missing or not dimension:
-            say(f"loading model {model_name}")
-            embedder = embedder_factory(model_name)
-            dimension = embedder.dimension
+            say(f"loading model {model_name} ({precision})")
+            embedder = _embedder(model_name, precision, settings, embedder_factory)
+            dimension, encoder = embedder.dimension, getattr(embedder, "encoder", None)
             say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
             new_vectors = embedder.encode([texts[h] for h in missing])
-            index.add_to_cache(db, model_name, missing, new_vectors)
+            index.add_to_cache(db, model_name, missing, new_vectors, precision)
             vectors.update(zip(missing, new_vectors, strict=True))
         say("writing the index")
         # After text was redacted in place, older table versions and the full-text index
         # still hold the raw text: prune them so that no snapshot carries it.
-        written = index.write_chunks(db, model_name, chunks, vectors, dimension, prune=prune)
+        written = index.write_chunks(
+            db, model_name, chunks, vectors, dimension, precision=precision, prune=prune
+        )
         with transaction(con):
             redaction.record_index(con)
         counts = dict(sorted(Counter(d.type for d in documents).items()))
@@ -144,6 +159,8 @@ def build(
             git=git_reports,
             redactions=dict(redactions),
             notes=notes,
+            precision=precision,
+            encoder=encoder,
             **written,
         )
         write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
@@ -159,6 +176,21 @@ def build(
     finally:
         con.close()
     return report
+
+
+def _embedder(
+    model: str, precision: str, settings: Settings, factory: Callable[[str], Any] | None
+) -> Any:
+    """The encoder for this build: the factory's, or the one `build_encoder` chooses."""
+    if factory is None:
+        from ghindex.index.onnx_encoder import build_encoder
+
+        return build_encoder(model, precision=precision, device=settings.device)
+    embedder = factory(model)
+    made = getattr(embedder, "precision", precision)
+    if made != precision:
+        raise ConfigError(f"the encoder makes {made} vectors, not the {precision} asked for")
+    return embedder
 
 
 def _sync_git(con, source: GitSource, full: bool, say: Progress) -> dict[str, Any]:
@@ -202,7 +234,12 @@ def write_manifest(
         "ghindex_version": __version__,
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "repos": repos,
-        "model": {"name": report.model, "dimension": report.dimension},
+        "model": {
+            "name": report.model,
+            "dimension": report.dimension,
+            "precision": report.precision,
+            "encoder": report.encoder,
+        },
         "chunking": chunking.as_dict(),
         "documents": doc_settings.as_dict(),
         "counts": {**report.counts, "chunks": report.chunks},

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ghindex.config import DEFAULT_MODEL
+from ghindex.config import DEFAULT_MODEL, FP32
 from ghindex.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
@@ -44,12 +44,17 @@ def canonical_model_name(name: str) -> str:
 
 
 class Embedder:
-    """A loaded model that turns texts into L2-normalised float32 vectors."""
+    """A loaded model that turns texts into L2-normalised float32 vectors. Its `encode`
+    batches texts longest first (sentence-transformers sorts them by characters)."""
 
-    def __init__(self, name: str, *, batch_size: int = 32) -> None:
+    encoder = "torch"
+    precision = FP32
+
+    def __init__(self, name: str, *, batch_size: int = 32, device: str = "cpu") -> None:
         self.name = canonical_model_name(name)
         self.batch_size = batch_size
-        self._model = _load(model_source(name))
+        self.device = device
+        self._model = _load(model_source(name), device)
         self.dimension = int(self._model.get_embedding_dimension())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -66,7 +71,7 @@ class Embedder:
 
 
 @cache
-def _load(source: str):
+def _load(source: str, device: str = "cpu"):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -78,7 +83,7 @@ def _load(source: str):
     transformers_logging.disable_progress_bar()
 
     try:
-        return SentenceTransformer(source, device="cpu")
+        return SentenceTransformer(source, device=device)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot load embedding model {source!r} ({first_line(exc)}): pass a "

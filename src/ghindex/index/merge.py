@@ -5,7 +5,7 @@ Every table of each shard's state database is copied into the target's (rows
 are keyed by handle, so a repository present in two shards keeps one copy), and
 each shard's embedding cache joins the target's. The following `build` then
 finds every chunk's vector in the cache: the merged index costs no model calls.
-Shards built with different embedding models are refused.
+Shards built with another embedding model or precision are refused.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ghindex.config import DEFAULT_PRECISION
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.index import table as index
 from ghindex.snapshot.layout import INDEX_DIR, STATE_FILE
@@ -37,10 +38,16 @@ class MergeReport:
 
 
 def merge(
-    target: Path, shards: Sequence[Path], model: str, *, redacted: bool = True
+    target: Path,
+    shards: Sequence[Path],
+    model: str,
+    *,
+    precision: str = DEFAULT_PRECISION,
+    redacted: bool = True,
 ) -> MergeReport:
-    """Copy every shard's state and embedding cache into the workdir `target`; the
-    merged text is then brought in line with the `redact` setting (`redacted`)."""
+    """Copy every shard's state and `model`'s cache of `precision` into the workdir
+    `target`; the merged text is then brought in line with the `redact` setting
+    (`redacted`)."""
     report = MergeReport()
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
     for shard in shards:
@@ -48,6 +55,7 @@ def merge(
             raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")
         if shard.resolve() == target.resolve():
             raise StateError(f"{shard} is the target workdir itself")
+        _check_vectors(shard, model, precision)  # before anything is copied
     con = open_state(target / STATE_FILE)
     # what the target's own rows went through counts too (it may hold raw text)
     seen: dict[str, set[str | None]] = {
@@ -89,24 +97,18 @@ def merge(
         con = redaction.compact_if_needed(target / STATE_FILE, con)
     finally:
         con.close()
-    report.vectors = _merge_caches(target, shards, model)
+    report.vectors = _merge_caches(target, shards, model, precision)
     return report
 
 
-def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:
+def _merge_caches(target: Path, shards: Sequence[Path], model: str, precision: str) -> int:
     import numpy as np
 
     db = index.connect(target / INDEX_DIR)
     added = 0
     for shard in shards:
         source = index.connect(shard / INDEX_DIR)
-        built = index.index_model(source)
-        if built and built[0] != model:
-            raise IndexUnusable(
-                f"{shard} was built with model {built[0]!r}, not {model!r}: build every shard "
-                "with the same --model"
-            )
-        name = index.cache_table(model)
+        name = index.cache_table(model, precision)
         if name not in index.table_names(source):
             continue
         rows = source.open_table(name).to_arrow()
@@ -114,9 +116,27 @@ def _merge_caches(target: Path, shards: Sequence[Path], model: str) -> int:
             continue
         flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
         vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
-        index.add_to_cache(db, model, rows.column("content_hash").to_pylist(), vectors)
+        hashes = rows.column("content_hash").to_pylist()
+        index.add_to_cache(db, model, hashes, vectors, precision)
         added += rows.num_rows
     return added
+
+
+def _check_vectors(shard: Path, model: str, precision: str) -> None:
+    """Refuse a shard whose index holds another model's vectors or another precision."""
+    source = index.connect(shard / INDEX_DIR)
+    built = index.index_model(source)
+    if built and built[0] != model:
+        raise IndexUnusable(
+            f"{shard} was built with model {built[0]!r}, not {model!r}: build every shard "
+            "with the same --model"
+        )
+    held = index.index_precision(source)
+    if held and held != precision:
+        raise IndexUnusable(
+            f"{shard} holds {held} vectors, not {precision}: build every shard with the "
+            f"same --precision, or merge with --precision {held}"
+        )
 
 
 def _quoted(path: Path) -> str:

@@ -1,17 +1,21 @@
-"""Embedding queries with ONNX Runtime: the same vectors as the sentence-transformers
-model, without importing torch.
+"""Embedding with ONNX Runtime: the same vectors as the sentence-transformers model,
+without importing torch, for builds and queries; and the choice of encoder.
 
 Importing torch and sentence-transformers takes seconds, far longer than embedding one
-query, so a command that searches once spent most of its time importing. The model's
+query, and ONNX Runtime embeds about twice as fast as torch on CPU. The model's
 transformer is exported to ONNX once, from the very weights `embed.py` loads, into
-GHINDEX_CACHE_DIR (default `~/.cache/ghindex`) with its own `tokenizer.json`;
-later queries load only onnxruntime, tokenizers and numpy. Pooling (the mean over the
-attention mask) and L2 normalisation are done here, as sentence-transformers does them;
-truncation is the model's `max_seq_length`. Vectors match the torch path to about 1e-7.
+GHINDEX_CACHE_DIR (default `~/.cache/ghindex`) with its own `tokenizer.json`; later runs
+load only onnxruntime, tokenizers and numpy. Pooling (the mean over the attention mask)
+and L2 normalisation are done here, as sentence-transformers does them; truncation is
+the model's `max_seq_length`. fp32 vectors match the torch path to about 2e-7.
+
+int8 is that export with its weights quantised (dynamic, per channel), made from the
+fp32 file at first use and kept beside it: a different kind of vector (cosine to fp32
+about 0.99), which only ONNX Runtime makes, on the CPU.
 
 A model whose pipeline is not transformer + mean pooling (+ normalise) is not exported,
-and any failure to export or load falls back to `Embedder`: the ONNX path only ever makes
-queries faster, never different. GHINDEX_ENCODER=torch turns it off.
+and any failure to export or load fp32 falls back to `Embedder`: the ONNX path only ever
+makes embedding faster, never different. GHINDEX_ENCODER=torch turns it off.
 """
 
 from __future__ import annotations
@@ -23,24 +27,35 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ghindex.errors import ConfigError, first_line
+from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS
+from ghindex.errors import ConfigError, IndexUnusable, first_line
 from ghindex.index.embed import Embedder, canonical_model_name, model_source
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1  # bump when what is exported changes: older exports are then made again
 MODEL_FILE = "model.onnx"
+INT8_FILE = "model-int8.onnx"  # MODEL_FILE quantised (`quantise`), made at first use
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"
 ENCODERS = ("onnx", "torch")
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+QUERY_THREADS = 4  # a query is one short text: more threads only contend with the server
+TOKENIZE_WINDOW = 1024  # texts tokenised at once, then batched by their token counts
+NO_CUDA = (
+    "--device cuda (or GHINDEX_DEVICE=cuda) but no CUDA device can be used: ONNX Runtime "
+    "lists no CUDAExecutionProvider and torch sees no GPU: install onnxruntime-gpu, or use "
+    "--device cpu"
+)
 
 
 def cache_dir() -> Path:
@@ -58,47 +73,70 @@ def export_dir(name: str) -> Path:
 
 
 class OnnxEncoder:
-    """An exported model: texts in, L2-normalised float32 vectors out (as `Embedder`)."""
+    """An exported model: texts in, L2-normalised float32 vectors out (as `Embedder`).
+    `threads` defaults to every core; `providers` to the CPU."""
 
-    def __init__(self, folder: Path, *, batch_size: int = 32, threads: int | None = None):
+    encoder = "onnx"
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        precision: str = FP32,
+        batch_size: int = 32,
+        threads: int | None = None,
+        providers: Sequence[str] = (CPU,),
+    ):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
         self.name = meta["model"]
         self.dimension = int(meta["dimension"])
+        self.precision = precision
         self.batch_size = batch_size
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        # a tokenizer.json may carry its own truncation and fixed padding: use the model's
+        # a tokenizer.json may carry its own truncation and padding: use the model's
+        # truncation, and pad each batch here to its own longest text
         tokenizer.enable_truncation(max_length=int(meta["max_seq_length"]))
-        tokenizer.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"])
+        tokenizer.no_padding()
         self._tokenizer = tokenizer
+        self._pad_id = int(meta["pad_id"])
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"]
-        )
+        model = folder / (INT8_FILE if precision == INT8 else MODEL_FILE)
+        self._session = ort.InferenceSession(str(model), options, providers=list(providers))
+        self.device = "cuda" if CUDA in self._session.get_providers() else "cpu"
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors in the order given. Texts are tokenised a window at a time and
+        batched longest first by token count, so a batch pads little."""
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        # longest first, so each batch pads little; answers in the order given
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            picked = order[start : start + self.batch_size]
-            out[picked] = self._batch([texts[i] for i in picked])
+        for start in range(0, len(texts), TOKENIZE_WINDOW):
+            window = range(start, min(start + TOKENIZE_WINDOW, len(texts)))
+            encoded = self._tokenizer.encode_batch([texts[i] for i in window])
+            order = sorted(range(len(encoded)), key=lambda j: -len(encoded[j].ids))
+            for first in range(0, len(order), self.batch_size):
+                picked = order[first : first + self.batch_size]
+                out[[window[j] for j in picked]] = self._batch([encoded[j] for j in picked])
         return out
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
-        encoded = self._tokenizer.encode_batch(texts)
-        ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+    def _batch(self, encoded: list[Any]) -> np.ndarray:
+        length = max(len(e.ids) for e in encoded)
+        ids = np.full((len(encoded), length), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encoded), length), dtype=np.int64)
+        types = np.zeros((len(encoded), length), dtype=np.int64)
+        for row, e in enumerate(encoded):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+            types[row, : len(e.ids)] = e.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.asarray([e.type_ids for e in encoded], dtype=np.int64)
+            feeds["token_type_ids"] = types
         hidden = self._session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
@@ -162,21 +200,209 @@ def export(name: str) -> Path:
     return target
 
 
-def query_encoder(name: str) -> Any:
-    """The encoder for queries: ONNX Runtime on the cached export (made on first use),
-    or `Embedder` when GHINDEX_ENCODER=torch or the ONNX path cannot be used."""
+def quantise(folder: Path) -> Path:
+    """Make the int8 file beside the fp32 export in `folder` (no torch; a few seconds):
+    dynamic quantisation of the weights to int8, per channel, as measured for quality
+    in bench/README.md. Written beside the target and renamed into place."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target = folder / INT8_FILE
+    work = folder / f".{INT8_FILE}.{os.getpid()}.tmp"
+    try:
+        with _quiet_root_logger():
+            quantize_dynamic(
+                folder / MODEL_FILE, work, weight_type=QuantType.QInt8, per_channel=True
+            )
+        work.replace(target)
+    finally:
+        work.unlink(missing_ok=True)
+    return target
+
+
+@contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """The quantiser advises pre-processing through `logging.warning`, which would also
+    give the root logger a stderr handler: neither is for users."""
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+
+    def errors_only(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+    root.addFilter(errors_only)
+    try:
+        yield
+    finally:
+        root.removeFilter(errors_only)
+        root.removeHandler(guard)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where vectors are made: which encoder ("onnx" or "torch") on which device."""
+
+    encoder: str
+    device: str  # "cpu" or "cuda"
+
+
+def place(
+    device: str,
+    *,
+    precision: str,
+    encoder: str,
+    ort_providers: Sequence[str],
+    torch_cuda: Callable[[], bool],
+) -> Placement:
+    """Where a build embeds, from the device asked for (auto, cpu, cuda), the precision,
+    the encoder asked for (GHINDEX_ENCODER), the providers ONNX Runtime lists and whether
+    torch sees a GPU (asked only when it matters: it imports torch).
+
+    cuda is ONNX Runtime's CUDA provider when listed, else torch on the GPU; auto is the
+    CUDA provider when listed, else the CPU. int8 runs on the CPU only: its dynamically
+    quantised operators have no CUDA kernels, so int8 with cuda is refused and auto
+    means the CPU."""
+    if device not in DEVICES:
+        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == INT8:
+        if encoder == "torch":
+            raise ConfigError(
+                "int8 vectors are made by ONNX Runtime only: unset "
+                "GHINDEX_ENCODER=torch, or use --precision fp32"
+            )
+        if device == "cuda":
+            raise ConfigError(
+                "int8 vectors are made on the CPU only: use --device cpu, or "
+                "--precision fp32 to embed on the GPU"
+            )
+        return Placement("onnx", "cpu")
+    if device == "cpu":
+        return Placement(encoder, "cpu")
+    if encoder == "onnx" and CUDA in ort_providers:
+        return Placement("onnx", "cuda")
+    if (encoder == "torch" or device == "cuda") and torch_cuda():
+        return Placement("torch", "cuda")
+    if device == "auto":
+        return Placement(encoder, "cpu")
+    raise ConfigError(NO_CUDA)
+
+
+def build_encoder(
+    model: str, *, precision: str = DEFAULT_PRECISION, device: str | None = None
+) -> Any:
+    """The encoder a build (or the eval harness) embeds with: `.name`, `.dimension`,
+    `.precision`, `.encoder` ("onnx" or "torch") and `.encode(texts)`. ONNX Runtime on
+    every core, unless GHINDEX_ENCODER=torch or the export cannot be used (fp32 then
+    falls back to torch with a warning; int8 has no fallback). `device` None is auto."""
+    choice = _encoder_choice()
+    placement = place(
+        device or "auto",
+        precision=precision,
+        encoder=choice,
+        ort_providers=_ort_providers(),
+        torch_cuda=_torch_cuda,
+    )
+    if placement.encoder == "onnx":
+        encoder = _onnx(
+            model,
+            precision,
+            threads=os.cpu_count(),
+            providers=(CUDA, CPU) if placement.device == "cuda" else (CPU,),
+            int8_refusal=lambda why: ConfigError(
+                f"int8 vectors need ONNX Runtime, which failed here ({why}): use --precision fp32"
+            ),
+        )
+        if encoder is not None and device == "cuda" and encoder.device != "cuda":
+            raise ConfigError(
+                "--device cuda (or GHINDEX_DEVICE=cuda) but ONNX Runtime could not open a "
+                "CUDA session: check the CUDA libraries, or use --device cpu"
+            )
+        if encoder is not None:
+            return encoder
+        if placement.device == "cuda":  # the CUDA provider failed: torch's GPU, if any
+            if _torch_cuda():
+                return Embedder(model, device="cuda")
+            if device == "cuda":
+                raise ConfigError(NO_CUDA)
+            return Embedder(model)
+    return Embedder(model, device=placement.device)
+
+
+def query_encoder(name: str, precision: str = FP32) -> Any:
+    """The encoder for queries of an index of `precision`: ONNX Runtime on the cached
+    export (made on first use) with a few threads, on the CPU; for fp32 `Embedder` when
+    GHINDEX_ENCODER=torch or the ONNX path cannot be used. An int8 index has no such
+    fallback (torch makes other vectors): that is one error line instead."""
+    refusal = "the index holds int8 vectors, which only ONNX Runtime makes"
+    if _encoder_choice() == "torch":
+        if precision == INT8:
+            raise IndexUnusable(f"{refusal}: unset GHINDEX_ENCODER=torch to search it")
+        return Embedder(name)
+    encoder = _onnx(
+        name,
+        precision,
+        threads=min(os.cpu_count() or 1, QUERY_THREADS),
+        int8_refusal=lambda why: IndexUnusable(
+            f"{refusal}, and it failed here ({why}): repair the onnxruntime install, or "
+            "rebuild the index with --precision fp32"
+        ),
+    )
+    return encoder if encoder is not None else Embedder(name)
+
+
+def _onnx(
+    name: str,
+    precision: str,
+    *,
+    threads: int | None,
+    providers: Sequence[str] = (CPU,),
+    int8_refusal: Callable[[str], Exception],
+) -> OnnxEncoder | None:
+    """ONNX Runtime on `name`'s export (made on first use), or None with a warning when
+    it cannot be used for fp32 (torch answers the same, only slower). For int8 nothing
+    else makes the same vectors: `int8_refusal(reason)` is raised instead."""
+    try:
+        folder = _ready(name, precision)
+        return OnnxEncoder(folder, precision=precision, threads=threads, providers=providers)
+    except ConfigError:
+        raise  # the model itself cannot be loaded: torch would fail the same way
+    except Exception as exc:
+        if precision == INT8:
+            raise int8_refusal(first_line(exc)) from None
+        log.warning("ONNX encoder unavailable (%s): embedding with torch", first_line(exc))
+        return None
+
+
+def _ready(name: str, precision: str) -> Path:
+    """The export folder of `name` holding the file of `precision`, made if missing."""
+    folder = export_dir(name)
+    if not (folder / META_FILE).exists():
+        log.info("exporting %s to ONNX (once)", name)
+        export(name)
+    if precision == INT8 and not (folder / INT8_FILE).exists():
+        log.info("quantising %s to int8 (once)", name)
+        quantise(folder)
+    return folder
+
+
+def _encoder_choice() -> str:
     choice = os.environ.get("GHINDEX_ENCODER", "onnx").strip().lower() or "onnx"
     if choice not in ENCODERS:
         raise ConfigError(f"GHINDEX_ENCODER must be one of {', '.join(ENCODERS)}, not {choice!r}")
-    if choice == "onnx":
-        folder = export_dir(name)
-        try:
-            if not (folder / META_FILE).exists():
-                log.info("exporting %s to ONNX for fast queries (once)", name)
-                export(name)
-            return OnnxEncoder(folder)
-        except ConfigError:
-            raise  # the model itself cannot be loaded: torch would fail the same way
-        except Exception as exc:  # the torch path answers the same, only slower
-            log.warning("ONNX encoder unavailable (%s): embedding with torch", first_line(exc))
-    return Embedder(name)
+    return choice
+
+
+def _ort_providers() -> list[str]:
+    try:
+        import onnxruntime as ort
+    except ImportError:  # the torch path still works
+        return []
+    return list(ort.get_available_providers())
+
+
+def _torch_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())

@@ -2,12 +2,13 @@
 
 `chunks` holds one row per chunk with its vector, its text (full-text indexed)
 and the metadata filters test. Its schema here is the single source of truth.
-The table's schema metadata records the embedding model; writing vectors of
-another model into it is refused, never mixed.
+The table's schema metadata records the embedding model and the precision of its
+vectors (absent: fp32, as before precisions existed); writing vectors of another
+model or precision into it is refused, never mixed.
 
-`embeddings` maps the sha256 of an embedded text to its vector. It outlives the
-chunks that produced it, so relabelling an issue, reordering documents or
-rebuilding an unchanged repository costs no model calls.
+`embeddings_*` maps the sha256 of an embedded text to its vector, one table per model
+and precision. It outlives the chunks that produced it, so relabelling an issue,
+reordering documents or rebuilding an unchanged repository costs no model calls.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ghindex.config import DEFAULT_PRECISION, FP32
 from ghindex.errors import IndexUnusable
 from ghindex.index.chunking import Chunk
 
@@ -36,9 +38,18 @@ CHUNKS = "chunks"
 EMBEDDINGS_PREFIX = "embeddings_"
 MODEL_KEY = b"ghindex.model"
 DIMENSION_KEY = b"ghindex.dimension"
+PRECISION_KEY = b"ghindex.precision"  # absent: fp32, as written before precisions existed
 
 
-def chunks_schema(model: str, dimension: int) -> pa.Schema:
+def _metadata(model: str, dimension: int, precision: str) -> dict[bytes, bytes]:
+    return {
+        MODEL_KEY: model.encode(),
+        DIMENSION_KEY: str(dimension).encode(),
+        PRECISION_KEY: precision.encode(),
+    }
+
+
+def chunks_schema(model: str, dimension: int, precision: str = DEFAULT_PRECISION) -> pa.Schema:
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
@@ -67,17 +78,17 @@ def chunks_schema(model: str, dimension: int) -> pa.Schema:
             # are not rewritten by a rebuild
             pa.field("row_hash", pa.string(), nullable=False),
         ],
-        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+        metadata=_metadata(model, dimension, precision),
     )
 
 
-def embeddings_schema(model: str, dimension: int) -> pa.Schema:
+def embeddings_schema(model: str, dimension: int, precision: str = DEFAULT_PRECISION) -> pa.Schema:
     return pa.schema(
         [
             pa.field("content_hash", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
         ],
-        metadata={MODEL_KEY: model.encode(), DIMENSION_KEY: str(dimension).encode()},
+        metadata=_metadata(model, dimension, precision),
     )
 
 
@@ -89,9 +100,12 @@ def table_names(db: lancedb.DBConnection) -> list[str]:
     return list(db.list_tables().tables)
 
 
-def cache_table(model: str) -> str:
-    """The embedding cache table of `model`."""
-    return EMBEDDINGS_PREFIX + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+def cache_table(model: str, precision: str = DEFAULT_PRECISION) -> str:
+    """The embedding cache table of `model`'s vectors of `precision`. fp32 keeps the name
+    it had before precisions existed (torch and ONNX Runtime fp32 vectors agree to 2e-7);
+    int8 vectors, a different kind, get a table of their own."""
+    name = EMBEDDINGS_PREFIX + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
+    return name if precision == FP32 else f"{name}_{precision}"
 
 
 def index_model(db: lancedb.DBConnection) -> tuple[str, int] | None:
@@ -101,8 +115,18 @@ def index_model(db: lancedb.DBConnection) -> tuple[str, int] | None:
     return None
 
 
-def cache_dimension(db: lancedb.DBConnection, model: str) -> int | None:
-    name = cache_table(model)
+def index_precision(db: lancedb.DBConnection) -> str | None:
+    """The precision of the chunks' vectors, or None when there are none."""
+    if CHUNKS not in table_names(db):
+        return None
+    meta = db.open_table(CHUNKS).schema.metadata or {}
+    return meta[PRECISION_KEY].decode() if PRECISION_KEY in meta else FP32
+
+
+def cache_dimension(
+    db: lancedb.DBConnection, model: str, precision: str = DEFAULT_PRECISION
+) -> int | None:
+    name = cache_table(model, precision)
     if name not in table_names(db):
         return None
     found = _table_model(db.open_table(name))
@@ -116,13 +140,23 @@ def _table_model(table) -> tuple[str, int] | None:
     return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
 
 
-def check_model(db: lancedb.DBConnection, path: Path, model: str) -> None:
+def check_model(
+    db: lancedb.DBConnection, path: Path, model: str, precision: str = DEFAULT_PRECISION
+) -> None:
+    """Refuse to add vectors of another model or precision to the chunks in `db`."""
     built = index_model(db)
     if built and built[0] != model:
         raise IndexUnusable(
             f"the index in {path} was built with model {built[0]!r}, not {model!r}: "
             f"pass --model {built[0]!r}, or --full to rebuild the index with the new model "
             "(cached vectors of both models are kept)"
+        )
+    held = index_precision(db)
+    if held and held != precision:
+        raise IndexUnusable(
+            f"the index in {path} holds {held} vectors, not {precision}: pass --precision "
+            f"{held}, or --full to rebuild the index with {precision} vectors (cached vectors "
+            "of both precisions are kept)"
         )
 
 
@@ -133,11 +167,14 @@ def drop_chunks(db: lancedb.DBConnection) -> None:
 
 
 def cached_vectors(
-    db: lancedb.DBConnection, model: str, hashes: Iterable[str]
+    db: lancedb.DBConnection,
+    model: str,
+    hashes: Iterable[str],
+    precision: str = DEFAULT_PRECISION,
 ) -> dict[str, np.ndarray]:
-    """Vectors `model` already computed for these content hashes."""
+    """Vectors `model` already computed at `precision` for these content hashes."""
     wanted = pa.array(sorted(set(hashes)), pa.string())
-    name = cache_table(model)
+    name = cache_table(model, precision)
     if name not in table_names(db) or len(wanted) == 0:
         return {}
     table = db.open_table(name).to_arrow()
@@ -151,12 +188,16 @@ def cached_vectors(
 
 
 def add_to_cache(
-    db: lancedb.DBConnection, model: str, hashes: Sequence[str], vectors: np.ndarray
+    db: lancedb.DBConnection,
+    model: str,
+    hashes: Sequence[str],
+    vectors: np.ndarray,
+    precision: str = DEFAULT_PRECISION,
 ) -> None:
     if not hashes:
         return
     dimension = vectors.shape[1]
-    schema = embeddings_schema(model, dimension)
+    schema = embeddings_schema(model, dimension, precision)
     batch = pa.table(
         {
             "content_hash": pa.array(hashes, pa.string()),
@@ -164,7 +205,7 @@ def add_to_cache(
         },
         schema=schema,
     )
-    name = cache_table(model)
+    name = cache_table(model, precision)
     if name in table_names(db):
         table = db.open_table(name)
         table.merge_insert("content_hash").when_not_matched_insert_all().execute(batch)
@@ -180,11 +221,13 @@ def write_chunks(
     vectors: dict[str, np.ndarray],
     dimension: int,
     *,
+    precision: str = DEFAULT_PRECISION,
     prune: bool = False,
 ) -> dict[str, int]:
     """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted.
-    `prune` compacts the table and drops its older versions now (see `maintain`)."""
-    schema = chunks_schema(model, dimension)
+    `prune` compacts the table and drops its older versions now (see `maintain`). The
+    caller has checked (`check_model`) that the table holds `model`'s `precision`."""
+    schema = chunks_schema(model, dimension, precision)
     table_data = _chunk_rows(chunks, vectors, schema, dimension)
     if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
         # written by another ghindex version: recreate it (vectors come from the cache)

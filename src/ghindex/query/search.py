@@ -46,16 +46,17 @@ _HEAD = "chunk_index = 0 AND (type = entity_type OR entity_type = 'commit')"
 
 class Searcher:
     """The retrievers over one Lance `chunks` table. Opens the index once; loads the
-    embedding model on the first dense query and the cross-encoder on the first
-    reranked one. `state` gives a connection to the state database for a request (to
-    say what fixed an issue); without it the state beside the index is opened per
-    request. The snapshot owns the connections: see `query/snapshot.py`."""
+    embedding model (of the index's precision) on the first dense query and the
+    cross-encoder on the first reranked one. `state` gives a connection to the state
+    database for a request (to say what fixed an issue); without it the state beside the
+    index is opened per request. The snapshot owns the connections: see
+    `query/snapshot.py`."""
 
     def __init__(
         self,
         lance_path: Path,
         *,
-        embedder_factory: Callable[[str], Any] = query_encoder,
+        embedder_factory: Callable[[str, str], Any] = query_encoder,
         reranker_factory: Callable[[], Any] | None = None,
         state: StateConnection | None = None,
     ) -> None:
@@ -66,6 +67,7 @@ class Searcher:
         self._indexed = index.has_vector_index(self.table)
         model = index.index_model(db)
         self.model_name = model[0] if model else None
+        self.precision = index.index_precision(db)  # queries are embedded alike
         self._embedder_factory = embedder_factory
         self._embedder: Any = None
         self._loading = threading.Lock()
@@ -202,7 +204,7 @@ class Searcher:
     ) -> list[dict[str, Any]]:
         with self._loading:  # concurrent first queries load (or export) the model once
             if self._embedder is None:
-                self._embedder = self._embedder_factory(self.model_name)
+                self._embedder = self._embedder_factory(self.model_name, self.precision)
         vector = self._embedder.encode([query])[0]
         search = self.table.search(vector, query_type="vector").distance_type("cosine")
         if self._indexed:
