@@ -40,7 +40,7 @@ from urllib.parse import unquote
 
 from ghindex.gitsource.commits import Commit, FileChange, Person, _commit_row, _file_row
 from ghindex.gitsource.docs import DOCS, WIKI
-from ghindex.state import items
+from ghindex.state import edges, items
 from ghindex.state.database import transaction
 from ghindex.state.rows import upsert
 from ghindex.vocabulary.handles import (
@@ -195,6 +195,8 @@ def store_corpus(con, records: Sequence[dict[str, Any]]) -> Loaded:
             _remember(loaded, row["handle"], record)
         upsert(con, "commits", "handle", commits)
         upsert(con, "commit_files", "handle", files)
+        for repo in {c["repo"] for c in commits}:
+            edges.replace_commit_links(con, repo, [c for c in commits if c["repo"] == repo])
         loaded.stored["commits"] += len(commits)
         loaded.stored["commit_files"] += len(files)
     return loaded

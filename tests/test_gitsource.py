@@ -810,3 +810,30 @@ def test_every_commit_is_searchable_even_without_a_text_diff(project, run):
     first = json.loads(readme.stdout)["results"][0]
     assert first["handle"] == f"octo/project@{project.shas['c3']}:README.md"
     assert first["entity"] == f"octo/project@{project.shas['c3']}"
+
+
+def test_commit_messages_link_what_they_name_and_what_they_close(con, project):
+    s = project.shas
+    project.clean()
+    project.write("src/app.py", "print(2)\n")
+    fix = project.commit("Print two (#7)\n\nFixes #3, see o/other#4.")
+    sync_git(con, "o/n", project.path)
+
+    def links():
+        return query(
+            con,
+            "SELECT src, dst, kind, source_field FROM edges WHERE source_field = 'message' "
+            "ORDER BY kind, dst",
+        )
+
+    assert links() == [
+        (f"o/n@{fix}", "o/n#3", "closes", "message"),
+        (f"o/n@{fix}", "o/n#3", "references", "message"),
+        (f"o/n@{fix}", "o/n#7", "references", "message"),
+        (f"o/n@{fix}", "o/other#4", "references", "message"),
+    ]
+    # the commit leaves the branch: its links go with it
+    project.git("reset", "-q", "--hard", s["merge"])
+    project.commit("Replacement")
+    sync_git(con, "o/n", project.path)
+    assert links() == []

@@ -139,7 +139,8 @@ def rows_of(found):
 
 HOP_ONE = [
     (1, "in", "closes", f"{R}#3", None, "pull_request", "Fix crash", "open",
-     (f"{R}#1", "timeline:ClosedEvent", at(16)), (f"{R}#3", "closingIssuesReferences", None)),
+     (f"{R}#1", "timeline:ClosedEvent", at(16)), (f"{R}#3", "body", None),
+     (f"{R}#3", "closingIssuesReferences", None)),
     (1, "out", "duplicate_of", f"{R}#8", None, "issue", "Crash on load", "closed",
      (f"{R}#1", "timeline:MarkedAsDuplicateEvent", at(15))),
     (1, "in", "connected", f"{R}#3", None, "pull_request", "Fix crash", "open",
@@ -559,3 +560,14 @@ def test_related_without_a_state_says_what_to_run(run):
 
     assert result.exit_code == 1
     assert "run `ghindex fetch` or `ghindex pull` first" in result.stderr
+
+
+def test_fix_links_around_also_answers_for_the_other_ends(con):
+    alone = fix_links(con, [f"{R}#1"])
+    around = fix_links(con, [f"{R}#1"], around=True)
+
+    assert list(alone) == [f"{R}#1"]
+    assert around[f"{R}#1"] == alone[f"{R}#1"] == {"fixed_by": [f"{R}#3"], "closes": []}
+    # the pull request that closes #1 comes with its own links, as if asked for
+    assert around[f"{R}#3"] == fix_links(con, [f"{R}#3"])[f"{R}#3"]
+    assert set(around) == {f"{R}#1", f"{R}#3"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ghindex.state.mentions import mentioned_handles
+import pytest
+
+from ghindex.state.mentions import closing_handles, mentioned_handles
 
 
 def test_local_cross_repo_and_url_references():
@@ -34,3 +36,26 @@ def test_repeats_are_listed_once_and_empty_text_has_none():
     assert mentioned_handles("#1 #1 o/r#1", "o/r") == ["o/r#1"]
     assert mentioned_handles(None, "o/r") == []
     assert mentioned_handles("", "o/r") == []
+
+
+def test_closing_keywords_name_what_a_text_closes():
+    text = (
+        "Fixes #12 and closes: o/r#3. Resolved https://github.com/a/b/issues/4; "
+        "FIX #6, fixes #7 and fixes #12 again"
+    )
+    assert closing_handles(text, "x/y") == ["x/y#12", "o/r#3", "a/b#4", "x/y#6", "x/y#7"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see #5",  # a mention, not a claim to close
+        "hotfix #9 and unfixed #10 and prefixes #11",  # keywords inside other words
+        "`fixes #8`",  # code
+        "```\nfixes #8\n```",
+        "fixes the bug in #13",  # the keyword must come right before the reference
+    ],
+)
+def test_mentions_without_a_closing_keyword_close_nothing(text):
+    assert closing_handles(text, "o/r") == []
+    assert closing_handles(None, "o/r") == []

@@ -20,6 +20,7 @@ import duckdb
 
 from ghindex.errors import GitSourceError
 from ghindex.gitsource.repo import Git, Objects, Reader, is_sha, read_raw_change, rev_list
+from ghindex.state import edges
 from ghindex.state.rows import insert, upsert
 from ghindex.vocabulary.handles import commit_file_handle, commit_handle
 
@@ -316,12 +317,14 @@ def sync_commits(
         ).fetchall()[0][0]
         con.execute("DELETE FROM commit_files WHERE repo = ?", [repo])
         con.execute("DELETE FROM commits WHERE repo = ?", [repo])
+        con.execute("DELETE FROM edges WHERE repo = ? AND source_field = 'message'", [repo])
     elif plan.to_remove:
         for table in ("commit_files", "commits"):
             con.execute(
                 f"DELETE FROM {table} WHERE repo = ? AND list_contains(?, sha)",
                 [repo, plan.to_remove],
             )
+        edges.delete_from_sources(con, [commit_handle(repo, sha) for sha in plan.to_remove])
         change.removed = len(plan.to_remove)
     for start in range(0, len(plan.to_add), BATCH):
         batch = plan.to_add[start : start + BATCH]
@@ -341,6 +344,7 @@ def sync_commits(
         )
         upsert(con, "commits", "handle", commit_rows)
         insert(con, "commit_files", file_rows)
+        edges.replace_commit_links(con, repo, commit_rows)
         change.files += len(file_rows)
     change.added = len(plan.to_add) - plan.retries
     return change

@@ -187,22 +187,30 @@ def neighbours(
 
 
 def fix_links(
-    con: duckdb.DuckDBPyConnection, handles: Iterable[str]
+    con: duckdb.DuckDBPyConnection, handles: Iterable[str], *, around: bool = False
 ) -> dict[str, dict[str, list[str]]]:
     """For each handle: the pull requests and commits that close it (`fixed_by`), and the
     items it closes (`closes`), from every `closes` link (closingIssuesReferences, the
-    closer of a ClosedEvent, a cross-reference that will close its target).
+    closer of a ClosedEvent, a cross-reference that will close their target, a closing
+    keyword in a pull request's body or a commit message).
 
     Only pull requests and commits count as closers: a `closes` link from an item the state
     holds as an issue or discussion is ignored. One from an item of a repository that is
     not indexed is kept, since GitHub records only pull requests and commits as closers.
-    Every handle asked for is a key, with empty lists when nothing closes it.
+    Every handle asked for is a key, with empty lists when nothing closes it; `around`
+    adds the items at the other end of those links as keys too, with all of their own
+    links (one query for a search that lifts them into its results).
     """
     asked = list(dict.fromkeys(handles))
     links: dict[str, dict[str, list[str]]] = {h: {"fixed_by": [], "closes": []} for h in asked}
     if not asked:
         return links
-    rows = con.execute(_FIX_LINKS_SQL, {"handles": asked, "sub_item": SUB_ITEM}).fetchall()
+    sql = _FIX_LINKS_AROUND_SQL if around else _FIX_LINKS_SQL
+    rows = con.execute(sql, {"handles": asked, "sub_item": SUB_ITEM}).fetchall()
+    if around:
+        for closer, closed in rows:
+            for end in (closer, closed):
+                links.setdefault(end, {"fixed_by": [], "closes": []})
     for closer, closed in rows:
         if closed in links:
             links[closed]["fixed_by"].append(closer)
@@ -338,14 +346,32 @@ FROM relations r LEFT JOIN items i ON i.handle = r.handle
 """
 
 # Parameters: $handles, $sub_item. (closer, closed) pairs touching any of $handles.
-_FIX_LINKS_SQL = """
+_CLOSES = """
 WITH closes AS (
     SELECT DISTINCT regexp_replace(src, $sub_item, '\\1') AS closer,
                     regexp_replace(dst, $sub_item, '\\1') AS closed
     FROM edges WHERE kind = 'closes'
-)
-SELECT closer, closed FROM closes
-WHERE (list_contains($handles, closer) OR list_contains($handles, closed))
-  AND closer <> closed
-  AND closer NOT IN (SELECT handle FROM issues UNION ALL SELECT handle FROM discussions)
+), pairs AS (
+    SELECT closer, closed FROM closes
+    WHERE closer <> closed
+      AND closer NOT IN (SELECT handle FROM issues UNION ALL SELECT handle FROM discussions)
+)"""
+_FIX_LINKS_SQL = (
+    _CLOSES
+    + """
+SELECT closer, closed FROM pairs
+WHERE list_contains($handles, closer) OR list_contains($handles, closed)
 """
+)
+# ... and the pairs touching the other ends of those
+_FIX_LINKS_AROUND_SQL = (
+    _CLOSES
+    + """, ends AS (
+    SELECT unnest($handles) AS handle
+    UNION SELECT closer FROM pairs WHERE list_contains($handles, closed)
+    UNION SELECT closed FROM pairs WHERE list_contains($handles, closer)
+)
+SELECT closer, closed FROM pairs
+WHERE closer IN (SELECT handle FROM ends) OR closed IN (SELECT handle FROM ends)
+"""
+)

@@ -11,6 +11,7 @@ fill the rest.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 StateConnection = Callable[[], AbstractContextManager["duckdb.DuckDBPyConnection"]]
 
 RERANK_CANDIDATES = 30
+LINK_SOURCES = 20  # the best fused entities whose closing links lift their other end
+LINK_WEIGHT = 0.98  # share of a hit's score given to what closes it or what it closes
 _COLUMNS = [
     "id", "handle", "entity", "entity_type", "repo", "type", "number", "title", "text", "state",
     "labels", "author", "author_association", "url", "updated_at", "created_at", "vector",
@@ -59,7 +62,9 @@ class Searcher:
         embedder_factory: Callable[[str, str], Any] = query_encoder,
         reranker_factory: Callable[[], Any] | None = None,
         state: StateConnection | None = None,
+        link_weight: float = LINK_WEIGHT,
     ) -> None:
+        self.link_weight = link_weight  # 0: rank by text alone (the eval harness compares)
         db = index.connect(lance_path)
         if index.CHUNKS not in index.table_names(db):
             raise IndexUnusable(f"no index at {lance_path}: run `ghindex build` first")
@@ -120,7 +125,14 @@ class Searcher:
             sparse = sparse_job.result()
         else:
             sparse = self._sparse(query, where, depth, columns) if mode == "sparse" else []
-        ranked = [h for h in fuse(dense, sparse, mode) if h.entity not in {e.entity for e in exact}]
+        ranked = fuse(dense, sparse, mode)
+        # one state query: the closing links of the best hits and of their other ends
+        asked = [h.entity for h in exact + ranked[: max(LINK_SOURCES, k)]]
+        links = self._links(asked, around=True)
+        if mode == "hybrid" and self.link_weight and links:
+            heads = functools.partial(self._heads, columns=columns)
+            ranked = follow_links(ranked, links, heads, where, self.link_weight)
+        ranked = [h for h in ranked if h.entity not in {e.entity for e in exact}]
         if rerank:
             ranked = self._rerank(query, ranked, k, response)
         if mmr is not None:
@@ -128,7 +140,7 @@ class Searcher:
         response.results = (exact + ranked)[:k]
         for hit in response.results:
             hit.snippet = hit.snippet or snippet(hit.text)
-        self._annotate(response.results)
+        self._annotate(response.results, links)
         return response
 
     def scan(
@@ -280,14 +292,33 @@ class Searcher:
         head.sort(key=lambda h: -(h.rerank_score or 0.0))
         return head + ranked[len(head) :]
 
-    def _annotate(self, hits: Sequence[Hit]) -> None:
-        """Which pull requests fixed an issue, which issues a pull request closes."""
-        if not hits or self.state is None:
-            return
+    def _links(self, entities: list[str], around: bool = False) -> dict[str, dict[str, list[str]]]:
+        """What closes each entity and what it closes (empty without a state)."""
+        if not entities or self.state is None:
+            return {}
         from ghindex.query.graph import fix_links
 
         with self.state() as con:
-            links = fix_links(con, [h.entity for h in hits])
+            return fix_links(con, entities, around=around)
+
+    def _heads(
+        self, entities: list[str], where: str | None, columns: list[str] = _NO_VECTOR
+    ) -> list[Hit]:
+        """A hit for each of `entities` the filters let through, by its first row."""
+        listed = ", ".join(literal(e) for e in entities)
+        predicate = f"entity IN ({listed}) AND {_HEAD}" + (f" AND {where}" if where else "")
+        rows = self.table.search().where(predicate).select(columns).limit(None).to_list()
+        return [make_hit(entity_rows[0], 0.0, None, None, with_snippet=False)
+                for entity_rows in group(rows).values()]  # fmt: skip
+
+    def _annotate(
+        self, hits: Sequence[Hit], known: dict[str, dict[str, list[str]]] | None = None
+    ) -> None:
+        """Which pull requests fixed an issue, which issues a pull request closes."""
+        known = known or {}
+        links = {**known, **self._links([h.entity for h in hits if h.entity not in known])}
+        if not links:
+            return
         for hit in hits:
             found = links.get(hit.entity) or {}
             hit.fixed_by = list(found.get("fixed_by", []))
@@ -303,6 +334,34 @@ class Searcher:
             if self._unmatched_cache[test]:
                 unmatched.append(f"{name}={value}")
         return unmatched
+
+
+def follow_links(
+    ranked: list[Hit],
+    links: dict[str, dict[str, list[str]]],
+    heads: Callable[[list[str], str | None], list[Hit]],
+    where: str | None,
+    weight: float = LINK_WEIGHT,
+) -> list[Hit]:
+    """Lift the pull request that fixed a found issue, and the issue a found pull request
+    closes, to just below it: an entity at the other end of a closing link from one of the
+    LINK_SOURCES best hits scores at least `weight` × that hit's score (entities not found
+    yet join the ranking). A question about a problem is answered with its fix beside it,
+    and one about a change with what it was for."""
+    lift: dict[str, float] = {}
+    for hit in ranked[:LINK_SOURCES]:
+        found = links.get(hit.entity) or {}
+        for other in [*found.get("fixed_by", ()), *found.get("closes", ())]:
+            if other != hit.entity:
+                lift[other] = max(lift.get(other, 0.0), weight * hit.score)
+    present = {h.entity for h in ranked}
+    joined = heads([e for e in lift if e not in present], where) if set(lift) - present else []
+    own = {h.entity: h.score for h in ranked}
+    for hit in [*ranked, *joined]:
+        if lift.get(hit.entity, 0.0) > hit.score:
+            hit.score = round(lift[hit.entity], 6)
+    # equal scores: the entity with more evidence of its own first
+    return sorted([*ranked, *joined], key=lambda h: (-h.score, -own.get(h.entity, 0.0)))
 
 
 def _may_be_identifier(query: str) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import duckdb
 
 from ghindex.state.conversation import handle_key
-from ghindex.state.mentions import mentioned_handles
+from ghindex.state.mentions import closing_handles, mentioned_handles
 from ghindex.state.rows import Node, Row, insert, nodes_of, now
 from ghindex.vocabulary.edges import check_kind
 from ghindex.vocabulary.handles import (
@@ -53,8 +53,9 @@ def ref_handle(ref: Node | None) -> str | None:
     return None
 
 
-def item_links(repo: str, handle: str, node: Node) -> list[Row]:
-    """Every link an issue, pull request or discussion node holds."""
+def item_links(repo: str, handle: str, node: Node, kind: str | None = None) -> list[Row]:
+    """Every link an issue, pull request or discussion node holds. A pull request's
+    body that says "fixes #N" closes N, whichever branch it was opened against."""
     links: list[Row] = []
 
     def add(src, dst, kind, source_handle, field, created_at=None):
@@ -63,6 +64,9 @@ def item_links(repo: str, handle: str, node: Node) -> list[Row]:
 
     for target in mentioned_handles(node.get("body"), repo):
         add(handle, target, "mentions", handle, "body")
+    if kind == "pull_request":
+        for target in closing_handles(node.get("body"), repo):
+            add(handle, target, "closes", handle, "body")
     for event in nodes_of(node.get("timelineItems")):
         kind, source, target = _EVENTS.get(event.get("__typename"), (None, None, None))
         if kind is None:
@@ -94,11 +98,29 @@ def item_links(repo: str, handle: str, node: Node) -> list[Row]:
 
 
 def replace_item_links(
-    con: duckdb.DuckDBPyConnection, repo: str, items: Sequence[tuple[str, Node]]
+    con: duckdb.DuckDBPyConnection,
+    repo: str,
+    items: Sequence[tuple[str, Node]],
+    kind: str | None = None,
 ) -> None:
-    """The links of a page of items, (handle, node) each: one delete, one insert."""
+    """The links of a page of items of one kind, (handle, node) each: one delete, one
+    insert."""
     delete_from_sources(con, [handle for handle, _node in items])
-    links = [link for handle, node in items for link in item_links(repo, handle, node)]
+    links = [link for handle, node in items for link in item_links(repo, handle, node, kind)]
+    insert(con, "edges", _earliest(links))
+
+
+def replace_commit_links(con: duckdb.DuckDBPyConnection, repo: str, commits: Sequence[Row]) -> None:
+    """Items a commit message names (`references`) or says it closes ("Fixes #12",
+    `closes`), for a batch of `commits` rows; a commit's earlier links are replaced."""
+    delete_from_sources(con, [c["handle"] for c in commits])
+    links = []
+    for commit in commits:
+        message, handle, when = commit.get("message"), commit["handle"], commit.get("committed_at")
+        for target in mentioned_handles(message, repo):
+            links.append(_edge(handle, target, "references", handle, "message", repo, when))
+        for target in closing_handles(message, repo):
+            links.append(_edge(handle, target, "closes", handle, "message", repo, when))
     insert(con, "edges", _earliest(links))
 
 

@@ -232,7 +232,7 @@ def _save_thread_children(
     for handle, node in page:
         if isinstance(node.get("comments"), dict) and "nodes" in node["comments"]:
             conversation.replace_comments(con, repo, handle, node["number"], kind, node["comments"])
-    edges.replace_item_links(con, repo, page)
+    edges.replace_item_links(con, repo, page, kind)
 
 
 def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> None:

@@ -1,0 +1,74 @@
+"""Ranking stages that need no index: lifting what closes or fixes a hit."""
+
+from __future__ import annotations
+
+from ghindex.query.hits import make_hit
+from ghindex.query.search import LINK_SOURCES, LINK_WEIGHT, follow_links
+
+R = "o/r"
+
+
+def hit(number: int, score: float):
+    row = {"handle": f"{R}#{number}", "entity": f"{R}#{number}", "type": "issue", "repo": R,
+           "entity_type": "issue", "number": number, "text": f"text {number}"}  # fmt: skip
+    return make_hit(row, score, None, None)
+
+
+def ranking(hits):
+    return [(h.number, h.score) for h in hits]
+
+
+class Heads:
+    """Hits for entities not ranked yet, as the index would give them (None: filtered)."""
+
+    def __init__(self, *numbers: int) -> None:
+        self.numbers = numbers
+        self.asked: list[list[str]] = []
+
+    def __call__(self, entities, where):
+        self.asked.append(list(entities))
+        return [hit(n, 0.0) for n in self.numbers if f"{R}#{n}" in entities]
+
+
+def links(**pairs):
+    """links(a=[b]) : #b fixed #a (and closes it)."""
+    found = {}
+    for issue, fixers in pairs.items():
+        number = int(issue.removeprefix("n"))
+        found.setdefault(f"{R}#{number}", {"fixed_by": [], "closes": []})
+        for fixer in fixers:
+            found[f"{R}#{number}"]["fixed_by"].append(f"{R}#{fixer}")
+            found.setdefault(f"{R}#{fixer}", {"fixed_by": [], "closes": []})
+            found[f"{R}#{fixer}"]["closes"].append(f"{R}#{number}")
+    return found
+
+
+def test_the_fix_of_a_found_issue_joins_right_below_it():
+    heads = Heads(9)
+    ranked = follow_links([hit(1, 0.03), hit(2, 0.02), hit(3, 0.01)], links(n1=[9]), heads, None)
+
+    assert ranking(ranked) == [(1, 0.03), (9, round(LINK_WEIGHT * 0.03, 6)), (2, 0.02), (3, 0.01)]
+    assert heads.asked == [[f"{R}#9"]]
+
+
+def test_a_found_fix_lifts_its_issue_and_never_lowers_anything():
+    ranked = follow_links(
+        [hit(5, 0.05), hit(1, 0.04), hit(2, 0.02), hit(9, 0.01)], links(n2=[9, 5]), Heads(), None
+    )
+    # #2 is lifted by its best fixer (#5), #9 by #2's score before it was lifted
+    lifted_2, lifted_9 = round(LINK_WEIGHT * 0.05, 6), round(LINK_WEIGHT * 0.02, 6)
+    assert ranking(ranked) == [(5, 0.05), (2, lifted_2), (1, 0.04), (9, lifted_9)]
+
+
+def test_nothing_moves_without_links_or_when_the_filters_exclude_the_other_end():
+    before = [hit(1, 0.03), hit(2, 0.02)]
+    assert ranking(follow_links(list(before), {}, Heads(), None)) == ranking(before)
+    filtered = follow_links(list(before), links(n1=[9]), Heads(), "state = 'open'")
+    assert ranking(filtered) == [(1, 0.03), (2, 0.02)]
+
+
+def test_only_the_best_hits_lift_their_links():
+    ranked = [hit(n, 1.0 / n) for n in range(1, LINK_SOURCES + 3)]
+    last = LINK_SOURCES + 2  # beyond the sources
+    found = follow_links(list(ranked), links(**{f"n{last}": [999]}), Heads(999), None)
+    assert 999 not in [h.number for h in found]
