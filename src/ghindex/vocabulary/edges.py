@@ -10,12 +10,14 @@ from __future__ import annotations
 # hop are listed in.
 MEANINGS = {
     "closes": "a pull request (or commit) closes an issue: closing references, close "
-    "events, cross-references that will close their target",
+    "events, cross-references that will close their target, a closing keyword (fixes #N) "
+    "in a pull request's body or a commit message",
     "duplicate_of": "an item was marked as a duplicate of another",
     "sub_issue_of": "an issue is a sub-issue of its parent",
     "connected": "a pull request was connected to an issue by hand",
     "commit_in_pr": "a commit belongs to a pull request (its commits and merge commit)",
-    "references": "a commit message referenced an issue or pull request",
+    "references": "a commit message referenced an issue or pull request (a timeline "
+    "event, or #N in the message)",
     "cross_references": "an item was referenced from another item's body or comment",
     "links_to": "a doc or wiki page links to another doc or page",
     "mentions": "text (a body, comment, review, release notes, a doc) mentions an item "
