@@ -46,22 +46,32 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.eval_baseline import MODES as NAIVE_MODES
+from bench.eval_baseline import NaiveIndex
 from bench.eval_corpus import EvalSet, Loaded, read_set, say, store_corpus
-from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
+from ghindex.config import (
+    DEFAULT_GRAPHQL_URL,
+    DEFAULT_MODEL,
+    DEFAULT_PRECISION,
+    PRECISIONS,
+    Settings,
+)
 from ghindex.errors import GhindexError
 from ghindex.index import table as index
 from ghindex.index.build import build
-from ghindex.index.embed import Embedder
+from ghindex.index.chunking import ChunkSettings
+from ghindex.index.onnx_encoder import build_encoder, query_encoder
 from ghindex.query.search import Searcher
 from ghindex.state.database import open_state
 
 MODES = ("sparse", "dense", "hybrid", "hybrid+rerank")
+TEXT_ONLY = "hybrid, text only"  # hybrid without lifting what closes / fixes a hit
 RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"  # read by ghindex.query.rerank
 CACHE = Path(__file__).resolve().parent / ".cache"
 EMBED_SLICE = 256  # chunks embedded (and cached) per progress line
@@ -71,28 +81,32 @@ _FILE_HANDLE = re.compile(r"^([^/\s]+/[^/\s@:#]+@[0-9a-fA-F]{7,64}):")
 # ----------------------------------------------------------------------- building
 
 
-class CheckpointEmbedder(Embedder):
-    """An Embedder that encodes long lists in slices, saying how far it got and
-    adding each slice to the index's embedding cache as soon as it is done.
+class CheckpointEmbedder:
+    """Wraps an encoder to embed long lists in slices, saying how far it got and adding
+    each slice to the index's embedding cache as soon as it is done.
 
     Cache keys are the sha256 of the text, as chunking computes `content_hash`.
     """
 
-    def __init__(self, name: str, *, lance_path: Path, progress: Callable[[str], None]) -> None:
-        super().__init__(name)
+    def __init__(self, inner: Any, *, lance_path: Path, progress: Callable[[str], None]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.precision = getattr(inner, "precision", DEFAULT_PRECISION)
+        self.encoder = getattr(inner, "encoder", None)
         self.lance_path = lance_path
         self.progress = progress
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) <= EMBED_SLICE:
-            return super().encode(texts)
+            return self.inner.encode(texts)
         db = index.connect(self.lance_path)
         started, parts = time.perf_counter(), []
         for start in range(0, len(texts), EMBED_SLICE):
             part = list(texts[start : start + EMBED_SLICE])
-            vectors = super().encode(part)
+            vectors = self.inner.encode(part)
             hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in part]
-            index.add_to_cache(db, self.name, hashes, vectors)
+            index.add_to_cache(db, self.name, hashes, vectors, self.precision)
             parts.append(vectors)
             done = start + len(part)
             rate = done / max(time.perf_counter() - started, 1e-9)
@@ -101,7 +115,13 @@ class CheckpointEmbedder(Embedder):
         return np.concatenate(parts)
 
 
-def build_index(workdir: Path, model: str, eval_set: EvalSet) -> tuple[Settings, Loaded, Any]:
+def build_index(
+    workdir: Path,
+    model: str,
+    eval_set: EvalSet,
+    chunking: ChunkSettings | None = None,
+    precision: str = DEFAULT_PRECISION,
+) -> tuple[Settings, Loaded, Any]:
     settings = Settings(workdir=workdir, graphql_url=DEFAULT_GRAPHQL_URL, model=model)
     for stale in (settings.state_path, settings.state_path.with_name("state.duckdb.wal")):
         stale.unlink(missing_ok=True)
@@ -114,11 +134,15 @@ def build_index(workdir: Path, model: str, eval_set: EvalSet) -> tuple[Settings,
     for reason, n in sorted(loaded.skipped.items()):
         say(f"warning: skipped {n} record(s): {reason}")
 
-    def factory(name: str) -> Embedder:
-        return CheckpointEmbedder(name, lance_path=settings.lance_path, progress=say)
+    def factory(name: str) -> CheckpointEmbedder:
+        inner = build_encoder(name, precision=precision)
+        return CheckpointEmbedder(inner, lance_path=settings.lance_path, progress=say)
 
     started = time.perf_counter()
-    report = build(settings, model=model, embedder_factory=factory, progress=say)
+    report = build(
+        settings, model=model, embedder_factory=factory, progress=say, chunking=chunking,
+        precision=precision, full=True,  # full: the chunks may be of another precision
+    )  # fmt: skip
     say(
         f"built in {time.perf_counter() - started:.1f} s: {report.documents} documents "
         f"{report.counts}, {report.chunks} chunks, {report.embedded} embedded, "
@@ -345,6 +369,33 @@ def markdown(result: dict[str, Any], run: Run, k: int) -> str:
     return "\n".join(lines)
 
 
+def margin_table(run: Run, k: int, ours: Sequence[str], theirs: str = "naive hybrid") -> str:
+    """Per mode of `ours` and task: recall@k minus that of `theirs`, its paired-bootstrap
+    95% interval, and how many queries each side ranked better (a small set moves in few
+    queries)."""
+    lines = [
+        f"| mode | task | n | R@{k} | {theirs} R@{k} | difference | 95% interval "
+        "| queries better / worse |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    rng = np.random.default_rng(0)
+    for mode in ours:
+        for task, rows in run.scores.get(mode, {}).items():
+            other = run.scores.get(theirs, {}).get(task)
+            if not other or len(other) != len(rows):
+                continue
+            diffs = np.array([a[0] - b[0] for a, b in zip(rows, other, strict=True)])
+            draws = rng.integers(0, len(diffs), size=(2000, len(diffs)))
+            low, high = np.percentile(diffs[draws].mean(axis=1), [2.5, 97.5])
+            mine, base = np.mean([r[0] for r in rows]), np.mean([r[0] for r in other])
+            lines.append(
+                f"| {mode} | {task} | {len(rows)} | {mine:.3f} | {base:.3f} | {mine - base:+.3f} "
+                f"| {low:+.3f} .. {high:+.3f} "
+                f"| {int((diffs > 0).sum())} / {int((diffs < 0).sum())} |"
+            )
+    return "\n".join(lines)
+
+
 def latency_table(run: Run, modes: Sequence[str]) -> str:
     lines = ["| mode | queries | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
     for mode in modes:
@@ -359,6 +410,13 @@ def latency_table(run: Run, modes: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------- main
+
+
+def budget_pair(text: str) -> tuple[str, int]:
+    name, _, rows = text.partition("=")
+    if not name or not rows.isdigit():
+        raise argparse.ArgumentTypeError(f"expected TYPE=ROWS, not {text!r}")
+    return name, int(rows)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -377,6 +435,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit-queries", type=int, help="N queries spread over the file")
     parser.add_argument("--limit-docs", type=int, help="the queries' documents, then others")
     parser.add_argument("--k", type=int, default=10, help="cut-off of every metric")
+    parser.add_argument(
+        "--budget", nargs="*", type=budget_pair, metavar="TYPE=ROWS",
+        help="rows per document of a type (e.g. diff=1 issue=2); none: every piece",
+    )  # fmt: skip
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
+    parser.add_argument("--tail-tokens", type=int, help="text a budget's last row carries")
+    parser.add_argument(
+        "--no-baseline", dest="baseline", action="store_false",
+        help="skip the naive whole-document index (BM25 + dense + RRF) measured beside",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.k < 1:
         parser.error("--k must be at least 1")
@@ -402,13 +470,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ.pop(RERANK_MODEL_ENV, None)
             if previous is not None:
                 os.environ[RERANK_MODEL_ENV] = previous
+    margin = ""
+    if args.baseline and "hybrid" in modes:
+        margin = margin_table(run, args.k, ["hybrid", TEXT_ONLY])
     if args.json:
         print(latency_table(run, modes), file=sys.stderr)
+        if margin:
+            print(margin, file=sys.stderr)
         print(json.dumps(result), file=out)
     else:
         print(markdown(result, run, args.k), file=out)
         print(file=out)
-        print(latency_table(run, modes), file=out)
+        if margin:
+            print(margin, file=out)
+            print(file=out)
+        print(latency_table(run, [*modes, TEXT_ONLY]), file=out)
     return 0
 
 
@@ -419,7 +495,14 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
         f"{eval_set.name}: {len(eval_set.corpus)} documents, {len(eval_set.queries)} queries; "
         f"workdir {workdir}"
     )
-    settings, loaded, _ = build_index(workdir, args.model, eval_set)
+    chunking = ChunkSettings()
+    if args.budget is not None:
+        chunking = replace(chunking, budget=tuple(args.budget))
+    if args.tail_tokens is not None:
+        chunking = replace(chunking, tail_tokens=args.tail_tokens)
+    settings, loaded, report = build_index(workdir, args.model, eval_set, chunking, args.precision)
+    per_document = report.chunks / max(len(eval_set.corpus), 1)
+    say(f"embedded rows per corpus document: {per_document:.2f} ({report.chunks} rows)")
     tasks = list(dict.fromkeys(q["task"] for q in eval_set.queries))
     queries = scorable(eval_set.queries, set(loaded.handles.values()))
     searcher = Searcher(settings.lance_path)
@@ -431,7 +514,34 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
             "index (ghindex does not index their type): they count as misses"
         )
     run = evaluate(Querier(searcher), queries, loaded.handles, modes, args.k)
-    return summary(run, modes, tasks, args.k), run
+    shown = list(modes)
+    if "hybrid" in modes:  # the same ranking without lifting linked items: text alone
+        textual = Searcher(settings.lance_path, link_weight=0.0)
+        alone = evaluate(Querier(textual), queries, loaded.handles, ["hybrid"], args.k)
+        run.scores[TEXT_ONLY] = alone.scores["hybrid"]
+        run.latency_ms[TEXT_ONLY] = alone.latency_ms["hybrid"]
+        shown.append(TEXT_ONLY)
+    if args.baseline:
+        naive = NaiveIndex(
+            eval_set.corpus,
+            query_encoder(args.model, args.precision),
+            workdir / f"naive-vectors-{args.precision}.npz",
+            progress=say,
+        )
+        evaluate_naive(naive, queries, run, args.k)
+        shown += list(NAIVE_MODES)
+    return summary(run, shown, tasks, args.k), run
+
+
+def evaluate_naive(naive: NaiveIndex, queries: Sequence[dict[str, Any]], run: Run, k: int) -> None:
+    """The naive whole-document index's scores, into the same run."""
+    for mode in NAIVE_MODES:
+        for query in queries:
+            exclude = set(query.get("exclude_ids") or ())
+            started = time.perf_counter()
+            ranking = [i for i in naive.ranking(query["query"], mode) if i not in exclude]
+            run.latency_ms[mode].append((time.perf_counter() - started) * 1000)
+            run.scores[mode][query["task"]].append(scores(ranking, set(query["relevant"]), k))
 
 
 if __name__ == "__main__":

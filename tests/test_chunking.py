@@ -155,3 +155,36 @@ def test_the_same_text_hashes_the_same():
     b = chunk_document(doc("same body"), ChunkSettings())[0]
     c = chunk_document(doc("same body", title="Other"), ChunkSettings())[0]
     assert a.content_hash == b.content_hash != c.content_hash
+
+
+def test_a_budget_keeps_the_rest_of_the_text_in_its_last_row():
+    body = "\n\n".join(f"para{n} " + "word " * 90 for n in range(6))  # six ~92-token blocks
+    unlimited = chunk_document(doc(body), ChunkSettings(max_tokens=100))
+    two = chunk_document(doc(body), ChunkSettings(max_tokens=100, budget=(("issue", 2),)))
+
+    assert len(unlimited) == 6
+    assert [c.id for c in two] == ["o/r#7::0", "o/r#7::1"]
+    assert two[0].text == unlimited[0].text  # the item's own row is unchanged
+    assert two[1].text.startswith("o/r > Title\n\npara1 ")
+    assert all(f"para{n} " in two[1].text for n in range(1, 6))  # words past the window
+    # a cap on the last row's text: blocks past it are left to the state
+    capped = chunk_document(
+        doc(body), ChunkSettings(max_tokens=100, budget=(("issue", 2),), tail_tokens=200)
+    )
+    assert "para2 " in capped[1].text and "para3 " not in capped[1].text
+    # other types are not cut
+    issues_only = ChunkSettings(max_tokens=100, budget=(("issue", 1),))
+    other = chunk_document(doc(body, type="doc"), issues_only)
+    assert len(other) == 6
+
+
+def test_a_diff_on_a_budget_of_one_is_one_row_with_every_hunk():
+    hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-old{n} " + "x " * 60 + f"\n+new{n}\n" for n in range(4))
+    diff = doc(hunks, title="Fix it", type="diff", path="src/app.py", handle="o/r@abc:src/app.py",
+               preamble="Longer message.")  # fmt: skip
+    rows = chunk_document(diff, ChunkSettings(max_tokens=80, budget=(("diff", 1),)))
+
+    assert len(rows) == 1
+    assert rows[0].text.startswith("o/r > Fix it > src/app.py\n\nLonger message.\n\n@@ -0,1")
+    assert all(f"+new{n}" in rows[0].text for n in range(4))
+    assert ChunkSettings(budget=(("diff", 1),)).as_dict()["budget"] == {"diff": 1}

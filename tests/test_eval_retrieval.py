@@ -368,7 +368,10 @@ def test_harness_json_shape(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0
     result = json.loads(captured.out)
-    assert list(result) == ["sparse", "dense", "hybrid", "hybrid+rerank"]
+    assert list(result) == [
+        "sparse", "dense", "hybrid", "hybrid+rerank", "hybrid, text only",
+        "naive sparse", "naive dense", "naive hybrid",
+    ]  # fmt: skip
     for mode, tasks in result.items():
         assert list(tasks) == ["find_issue", "changelog_to_change", "find_doc"]
         for task, metrics in tasks.items():
@@ -382,3 +385,13 @@ def test_harness_json_shape(tmp_path, capsys):
     assert result["sparse"]["find_issue"]["recall@10"] == 1.0
     assert "1 relevant id(s) are not in the corpus" in captured.err
     assert "skipped 1 record(s): type 'gist' has no table" in captured.err
+    assert "| naive hybrid R@10 | difference | 95% interval" in captured.err
+
+
+def test_the_naive_bm25_ranks_by_rare_words_and_skips_documents_without_any():
+    from bench.eval_baseline import BM25
+
+    docs = ["the cat sat", "the dog sat on the dog mat", "the bird", "a parrot"]
+    scores = BM25(docs).scores("dog sat")
+    assert scores.argmax() == 1
+    assert scores[0] > 0 and scores[2] == 0 and scores[3] == 0

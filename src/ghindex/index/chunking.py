@@ -29,11 +29,23 @@ _UNDERLINE = re.compile(r"^([=\-~^\"'`#*+])\1{2,}\s*$")
 _UNDERLINE_LEVEL = {"=": 1, "-": 2, "~": 3}
 
 
+# Rows per document of each type (`ChunkSettings.budget`): the last row of a document
+# cut short carries the rest of its text (up to `tail_tokens`) for full-text search,
+# while its vector reads only the model's window at its start. Types not named here
+# keep every piece, up to `max_chunks`. Chosen by measurement: docs/search.md.
+DEFAULT_BUDGET: tuple[tuple[str, int], ...] = ()
+
+
 @dataclass(frozen=True)
 class ChunkSettings:
     max_tokens: int = 200
     overlap_tokens: int = 32
     max_chunks: int = 64  # per document: the rest of a huge file or diff is not embedded
+    budget: tuple[tuple[str, int], ...] = DEFAULT_BUDGET  # (document type, rows) pairs
+    tail_tokens: int = 2000  # most text a budget's last row carries
+
+    def rows_for(self, doc_type: str) -> int:
+        return min(dict(self.budget).get(doc_type, self.max_chunks), self.max_chunks)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -41,6 +53,8 @@ class ChunkSettings:
             "max_tokens": self.max_tokens,
             "overlap_tokens": self.overlap_tokens,
             "max_chunks": self.max_chunks,
+            "budget": dict(self.budget),
+            "tail_tokens": self.tail_tokens,
             "token_estimate": "bert-pretokenizer",
         }
 
@@ -66,13 +80,32 @@ def chunk_document(doc: Document, settings: ChunkSettings) -> list[Chunk]:
     if doc.preamble and pieces:
         crumb, first = pieces[0]
         pieces[0] = (crumb, f"{doc.preamble}\n\n{first}".strip())
-    pieces = pieces[: settings.max_chunks] or [(_breadcrumb(doc, ()), doc.preamble or "")]
+    pieces = _within_budget(pieces, settings.rows_for(doc.type), settings.tail_tokens)
+    pieces = pieces or [(_breadcrumb(doc, ()), doc.preamble or "")]
     chunks = []
     for index, (crumb, piece) in enumerate(pieces):
         text = f"{crumb}\n\n{piece}".rstrip()  # redacted when it was stored (redact.py)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         chunks.append(Chunk(f"{doc.handle}::{index}", doc, index, text, digest))
     return chunks
+
+
+def _within_budget(
+    pieces: list[tuple[str, str]], rows: int, tail_tokens: int
+) -> list[tuple[str, str]]:
+    """At most `rows` pieces: the last one takes the following pieces' text too, up to
+    `tail_tokens`, so full-text search still finds words the embedding never reads."""
+    if len(pieces) <= rows or rows < 1:
+        return pieces[: max(rows, 0)]
+    crumb, first = pieces[rows - 1]
+    tail, size = [first], estimate_tokens(first)
+    for _, piece in pieces[rows:]:
+        cost = estimate_tokens(piece)
+        if size + cost > tail_tokens:
+            break
+        tail.append(piece)
+        size += cost
+    return [*pieces[: rows - 1], (crumb, "\n\n".join(tail))]
 
 
 def _breadcrumb(doc: Document, headings: tuple[str, ...]) -> str:
