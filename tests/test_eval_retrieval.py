@@ -391,7 +391,7 @@ def test_harness_json_shape(tmp_path, capsys):
 def test_the_naive_bm25_ranks_by_rare_words_and_skips_documents_without_any():
     from bench.eval_baseline import BM25
 
-    docs = ["the cat sat", "the dog sat on the dog mat", "the bird", "a parrot"]
+    docs = ["the cat sat", "the dog sat on the dog mat", "the bird", "a parrot", "a fish"]
     scores = BM25(docs).scores("dog sat")
     assert scores.argmax() == 1
     assert scores[0] > 0 and scores[2] == 0 and scores[3] == 0
