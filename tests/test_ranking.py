@@ -72,3 +72,20 @@ def test_only_the_best_hits_lift_their_links():
     last = LINK_SOURCES + 2  # beyond the sources
     found = follow_links(list(ranked), links(**{f"n{last}": [999]}), Heads(999), None)
     assert 999 not in [h.number for h in found]
+
+
+def test_a_long_row_is_shown_around_the_words_asked_for():
+    from ghindex.query.context import PASSAGE_TOKENS, passage
+    from ghindex.query.hits import snippet
+
+    text = "o/r > Title\n\n" + "alpha " * 300 + "needle here " + "beta " * 300
+    shown = snippet(text, 80, query="the needle")
+    assert shown.startswith("…") and shown.endswith("…") and "needle here" in shown
+    assert len(shown) <= 80
+    assert snippet(text, 80, query="absent").startswith("alpha alpha")
+    assert snippet("o/r > T\n\nshort", 80, query="needle") == "short"
+
+    cut = passage(text, "needle")
+    assert cut.startswith("o/r > Title\n\n…") and "needle here" in cut
+    assert len(cut) <= PASSAGE_TOKENS * 4
+    assert passage("o/r > T\n\nshort", "needle") == "o/r > T\n\nshort"

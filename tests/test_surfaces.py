@@ -248,6 +248,7 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
         ("octo/hello#1", "octo/hello#9", "mentions", "octo/hello#1/comment/5", "comment"),
         ("octo/hello#1", "octo/other#3", "mentions", "octo/hello#1/comment/5", "comment"),
         ("octo/hello#2", "octo/hello#1", "closes", "octo/hello#1", "timeline:ClosedEvent"),
+        ("octo/hello#2", "octo/hello#1", "closes", "octo/hello#2", "body"),  # "Fixes #1"
         ("octo/hello#2", "octo/hello#1", "closes", "octo/hello#2", "closingIssuesReferences"),
         ("octo/hello#2", "octo/hello#1", "connected", "octo/hello#1", "timeline:ConnectedEvent"),
         ("octo/hello#2", "octo/hello#1", "mentions", "octo/hello#2", "body"),

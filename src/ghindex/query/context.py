@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghindex.query.hits import SearchResponse
+from ghindex.query.hits import SearchResponse, excerpt
 
 CANDIDATES = 20  # hits considered for a pack
 CITATION_TOKENS = 30  # what the fields around a passage cost
+PASSAGE_TOKENS = 400  # a longer row (one that carries a document's rest) is cut to this
 NOTHING_FOUND = (
     "nothing in the snapshot matches this question: say that no source was found "
     "instead of answering from memory"
@@ -24,7 +25,7 @@ def pack(response: SearchResponse, max_tokens: int) -> dict[str, Any]:
     best one is always given, cut to fit, when the budget allows any text at all."""
     passages, kept, used = [], [], 0
     for hit in response.results:
-        text = hit.text or hit.snippet
+        text = passage(hit.text, response.query) if hit.text else hit.snippet
         cost = tokens(text) + CITATION_TOKENS
         if used + cost > max_tokens:
             if not passages and max_tokens > 60:
@@ -54,6 +55,16 @@ def pack(response: SearchResponse, max_tokens: int) -> dict[str, Any]:
     elif not any(h.dense_rank and h.sparse_rank for h in kept):
         body["note"] = WEAK_LEADS
     return body
+
+
+def passage(text: str, question: str) -> str:
+    """A row's text, cut to PASSAGE_TOKENS around the question's first word in it; the
+    breadcrumb line, which says what the passage belongs to, stays."""
+    if tokens(text) <= PASSAGE_TOKENS:
+        return text
+    crumb, _, body = text.partition("\n\n")
+    room = PASSAGE_TOKENS * 4 - len(crumb) - 2
+    return f"{crumb}\n\n{excerpt(body, max(room, 200), question)}"
 
 
 def tokens(text: str) -> int:

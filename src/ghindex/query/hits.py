@@ -115,8 +115,21 @@ def make_hit(
     return hit
 
 
-def snippet(text: str, limit: int = 240) -> str:
-    """The chunk's body (without its breadcrumb), on one line."""
+def snippet(text: str, limit: int = 240, query: str = "") -> str:
+    """The chunk's body (without its breadcrumb), on one line; a long one is cut around
+    the first word of `query` it holds (a row's words may lie far past its start)."""
     body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
-    flat = re.sub(r"\s+", " ", body).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    return excerpt(re.sub(r"\s+", " ", body).strip(), limit, query)
+
+
+def excerpt(text: str, limit: int, query: str = "") -> str:
+    """At most `limit` characters of `text`: from its start, or from a little before the
+    first word of `query` (3 letters or more) it holds, marked with … where cut."""
+    if len(text) <= limit:
+        return text
+    lowered = text.lower()
+    found = [lowered.find(w) for w in re.findall(r"\w{3,}", query.lower())]
+    first = min((at for at in found if at >= 0), default=0)
+    start = first - limit // 4 if first > limit // 2 else 0  # near the start: from it
+    piece = text[start : start + limit - (2 if start else 1)].strip()
+    return ("…" if start else "") + piece + ("…" if start + limit - 1 < len(text) else "")

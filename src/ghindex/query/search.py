@@ -139,7 +139,7 @@ class Searcher:
             ranked = diversify(ranked, mmr, k)
         response.results = (exact + ranked)[:k]
         for hit in response.results:
-            hit.snippet = hit.snippet or snippet(hit.text)
+            hit.snippet = hit.snippet or snippet(hit.text, query=query)
         self._annotate(response.results, links)
         return response
 
