@@ -203,6 +203,8 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
         workdir=Path(dest) if dest else base.workdir / "demo",
         graphql_url=base.graphql_url,
         model=base.model,
+        precision=base.precision,
+        device=base.device,
     )
     report = run_demo(settings, progress=progress(not as_json))
     if as_json:
