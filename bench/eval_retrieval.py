@@ -66,6 +66,7 @@ from ghindex.errors import GhindexError
 from ghindex.index import table as index
 from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings
+from ghindex.index.documents import DocumentSettings
 from ghindex.index.onnx_encoder import build_encoder, query_encoder
 from ghindex.query.search import Searcher
 from ghindex.state.database import open_state
@@ -121,6 +122,7 @@ def build_index(
     eval_set: EvalSet,
     chunking: ChunkSettings | None = None,
     precision: str = DEFAULT_PRECISION,
+    documents: DocumentSettings | None = None,
 ) -> tuple[Settings, Loaded, Any]:
     settings = Settings(workdir=workdir, graphql_url=DEFAULT_GRAPHQL_URL, model=model)
     for stale in (settings.state_path, settings.state_path.with_name("state.duckdb.wal")):
@@ -142,6 +144,7 @@ def build_index(
     report = build(
         settings, model=model, embedder_factory=factory, progress=say, chunking=chunking,
         precision=precision, full=True,  # full: the chunks may be of another precision
+        doc_settings=documents,
     )  # fmt: skip
     say(
         f"built in {time.perf_counter() - started:.1f} s: {report.documents} documents "
@@ -437,9 +440,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10, help="cut-off of every metric")
     parser.add_argument(
         "--budget", nargs="*", type=budget_pair, metavar="TYPE=ROWS",
-        help="rows per document of a type (e.g. diff=1 issue=2); none: every piece",
+        help="rows per document of a type (e.g. diff=2 issue=2), replacing the default "
+        "budget; --budget alone: every piece",
     )  # fmt: skip
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
+    parser.add_argument(
+        "--no-commit-summary", dest="commit_summary", action="store_false",
+        help="no row of each commit's message and files beside its file diffs",
+    )  # fmt: skip
     parser.add_argument("--tail-tokens", type=int, help="text a budget's last row carries")
     parser.add_argument(
         "--no-baseline", dest="baseline", action="store_false",
@@ -500,7 +508,10 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
         chunking = replace(chunking, budget=tuple(args.budget))
     if args.tail_tokens is not None:
         chunking = replace(chunking, tail_tokens=args.tail_tokens)
-    settings, loaded, report = build_index(workdir, args.model, eval_set, chunking, args.precision)
+    documents = DocumentSettings(commit_summary=args.commit_summary)
+    settings, loaded, report = build_index(
+        workdir, args.model, eval_set, chunking, args.precision, documents
+    )
     per_document = report.chunks / max(len(eval_set.corpus), 1)
     say(f"embedded rows per corpus document: {per_document:.2f} ({report.chunks} rows)")
     tasks = list(dict.fromkeys(q["task"] for q in eval_set.queries))

@@ -3,6 +3,7 @@ LanceDB/DuckDB files: the bundled sample is built once per session."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import date
 
@@ -14,6 +15,8 @@ from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.errors import IndexUnusable
 from ghindex.index import table as index
 from ghindex.index.build import build
+from ghindex.index.chunking import ChunkSettings
+from ghindex.query.fusion import RRF_K
 from ghindex.query.search import Filters, Searcher
 from ghindex.sample.demo import run_demo, sample_records
 from ghindex.state.database import open_state
@@ -113,7 +116,7 @@ def test_hybrid_search_finds_the_issue_in_other_words(searcher):
     top = response.results[0]
     assert top.handle == "betamaxpy/betamax#52"
     assert (top.dense_rank, top.sparse_rank) == (1, 1)
-    assert top.score == pytest.approx(2 / 61, abs=1e-6)
+    assert top.score == pytest.approx(2 / (RRF_K + 1), abs=1e-6)
     assert len({h.handle for h in response.results}) == len(response.results) == 5
     scores = [h.score for h in response.results]
     assert scores == sorted(scores, reverse=True)
@@ -220,17 +223,19 @@ def test_build_without_state_says_what_to_do(run, isolated):
 
 
 def test_rebuilds_embed_only_what_changed(isolated):
+    """Caching is per chunk text: checked with every piece a chunk (no budget)."""
     settings = settings_for(isolated / "w")
+    build_all = functools.partial(build, chunking=ChunkSettings(budget=()))
     long_body = "\n\n".join(f"Paragraph {i}: " + "word " * 120 for i in range(4))
     store_issues(settings, [
         issue_node(1, title="Crash on start", body="It crashes when started."),
         issue_node(2, title="Long report", body=long_body),
     ])  # fmt: skip
 
-    first = build(settings)
+    first = build_all(settings)
     assert (first.documents, first.chunks, first.embedded, first.from_cache) == (2, 5, 5, 0)
 
-    unchanged = build(settings)
+    unchanged = build_all(settings)
     assert (unchanged.embedded, unchanged.from_cache) == (0, 5)
     assert (unchanged.inserted, unchanged.updated, unchanged.deleted) == (0, 0, 0)
 
@@ -239,7 +244,7 @@ def test_rebuilds_embed_only_what_changed(isolated):
         issue_node(1, title="Crash on start", body="It crashes when started.", state="CLOSED",
                    labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]}),
     ])  # fmt: skip
-    relabelled = build(settings)
+    relabelled = build_all(settings)
     assert (relabelled.embedded, relabelled.updated, relabelled.inserted) == (0, 1, 0)
     rows = [r for r in chunk_rows(settings) if r["handle"] == "octo/hello#1"]
     assert [(r["state"], r["labels"]) for r in rows] == [("closed", ["bug"])]
@@ -247,8 +252,21 @@ def test_rebuilds_embed_only_what_changed(isolated):
     # editing one paragraph of the long body re-embeds only that chunk
     edited = long_body.replace("Paragraph 2: word", "Paragraph 2: changed", 1)
     store_issues(settings, [issue_node(2, title="Long report", body=edited)])
-    partial = build(settings)
+    partial = build_all(settings)
     assert (partial.embedded, partial.from_cache, partial.updated) == (1, 4, 1)
+
+
+def test_an_issue_is_one_row_whose_text_keeps_its_whole_body(isolated):
+    settings = settings_for(isolated / "w")
+    long_body = "\n\n".join(f"Paragraph {i}: " + "word " * 120 for i in range(4))
+    store_issues(settings, [issue_node(2, title="Long report", body=long_body)])
+
+    report = build(settings)
+
+    assert (report.documents, report.chunks) == (1, 1)
+    (row,) = chunk_rows(settings)
+    assert row["text"].startswith("octo/hello > Long report\n\nParagraph 0: word")
+    assert "Paragraph 3: word" in row["text"]  # full-text search sees all of it
 
 
 def test_a_different_model_is_refused_not_mixed(isolated, run, monkeypatch):

@@ -140,14 +140,15 @@ def test_diffs_are_cut_at_hunks_with_the_path_in_the_breadcrumb():
     ]
     diff = doc(patch, title="Use sys", type="diff", path="src/app.py", preamble="Details.",
                handle="o/r@abc:src/app.py")  # fmt: skip
-    chunks = chunk_document(diff, ChunkSettings(max_tokens=25))
+    chunks = chunk_document(diff, ChunkSettings(max_tokens=25, budget=()))
     assert chunks[0].text.startswith("o/r > Use sys > src/app.py\n\nDetails.\n\n@@ -1,2 +1,2 @@")
     assert chunks[1].text.startswith("o/r > Use sys > src/app.py\n\n@@ -10,2")
 
 
 def test_huge_documents_are_capped():
     body = "\n\n".join(f"Paragraph {i} " + "word " * 50 for i in range(100))
-    assert len(chunk_document(doc(body), ChunkSettings(max_chunks=5))) == 5
+    assert len(chunk_document(doc(body), ChunkSettings(max_chunks=5, budget=()))) == 5
+    assert len(chunk_document(doc(body), ChunkSettings(max_chunks=5))) == 1  # an issue: one row
 
 
 def test_the_same_text_hashes_the_same():
@@ -159,7 +160,7 @@ def test_the_same_text_hashes_the_same():
 
 def test_a_budget_keeps_the_rest_of_the_text_in_its_last_row():
     body = "\n\n".join(f"para{n} " + "word " * 90 for n in range(6))  # six ~92-token blocks
-    unlimited = chunk_document(doc(body), ChunkSettings(max_tokens=100))
+    unlimited = chunk_document(doc(body), ChunkSettings(max_tokens=100, budget=()))
     two = chunk_document(doc(body), ChunkSettings(max_tokens=100, budget=(("issue", 2),)))
 
     assert len(unlimited) == 6

@@ -837,3 +837,23 @@ def test_commit_messages_link_what_they_name_and_what_they_close(con, project):
     project.commit("Replacement")
     sync_git(con, "o/n", project.path)
     assert links() == []
+
+
+def test_every_commit_has_a_summary_row_beside_its_file_diffs(con, project):
+    from ghindex.index.documents import DocumentSettings, iter_documents
+
+    sync_git(con, "o/n", project.path)
+    docs = list(iter_documents(con))
+    summaries = {d.handle: d for d in docs if d.handle == d.entity and d.type == "diff"}
+
+    assert set(summaries) == {f"o/n@{sha}" for sha in commit_shas(con)}
+    first = summaries[f"o/n@{project.shas['c1']}"]
+    assert (first.title, first.preamble) == ("Start", "The first commit.")
+    assert first.entity_type == "commit"
+    listed = [r[0] for r in query(con, "SELECT path FROM commit_files WHERE sha = ?",
+                                  project.shas["c1"])]  # fmt: skip
+    assert first.body == "Files: " + ", ".join(sorted(listed))
+    # without summaries, only a commit with no text diff is indexed by its message
+    plain = list(iter_documents(con, DocumentSettings(commit_summary=False)))
+    assert not [d for d in plain if d.handle == d.entity and d.type == "diff"]
+    assert len(plain) == len(docs) - len(summaries)

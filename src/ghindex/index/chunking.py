@@ -31,9 +31,15 @@ _UNDERLINE_LEVEL = {"=": 1, "-": 2, "~": 3}
 
 # Rows per document of each type (`ChunkSettings.budget`): the last row of a document
 # cut short carries the rest of its text (up to `tail_tokens`) for full-text search,
-# while its vector reads only the model's window at its start. Types not named here
-# keep every piece, up to `max_chunks`. Chosen by measurement: docs/search.md.
-DEFAULT_BUDGET: tuple[tuple[str, int], ...] = ()
+# while its vector reads only the model's window at its start. An item is one vector
+# of its title and opening, a file diff one of its commit, path and first hunk (each
+# commit also has a summary row: documents.py). Types not named here keep every piece,
+# up to `max_chunks`. Chosen by measurement on the eval sets: docs/search.md.
+DEFAULT_BUDGET: tuple[tuple[str, int], ...] = (
+    ("issue", 1), ("pull_request", 1), ("discussion", 1),
+    ("issue_comment", 1), ("pr_review", 1), ("pr_review_comment", 1),
+    ("release", 2), ("doc", 8), ("wiki_doc", 8), ("diff", 1),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ class DocumentSettings:
     min_comment_chars: int = 20  # comments, reviews and review comments shorter than this
     index_bots: bool = False  # comments and reviews by bot accounts
     skip_types: tuple[str, ...] = ()  # whole document types (e.g. "diff")
+    commit_summary: bool = True  # every commit also gets a row of its message and files
     skip_paths: tuple[str, ...] = (  # generated files whose diffs drown real changes
         "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock",
         "uv.lock", "Pipfile.lock", "composer.lock", "go.sum", "Gemfile.lock",
@@ -155,18 +156,28 @@ _QUERIES = {
     "diff": """
         SELECT f.handle, c.handle, 'commit', f.repo, 'diff', NULL, c.subject,
                coalesce(f.patch, ''),
-               trim(substr(c.message, length(c.subject) + 1)),
+               trim(substr(c.message, length(c.subject) + 1), {blank}),
                NULL, [], coalesce(c.author_login, c.author_name), NULL, [], NULL, f.path,
                c.authored_at, c.committed_at, c.url
         FROM commit_files f JOIN commits c ON c.handle = f.commit_handle
         WHERE NOT f.is_binary AND f.patch IS NOT NULL
           AND NOT list_contains(?, regexp_extract(f.path, '[^/]+$'))
     """,
+    # Every commit's message and the files it changed, beside its file diffs.
+    "commit_summary": """
+        SELECT c.handle, c.handle, 'commit', c.repo, 'diff', NULL, c.subject,
+               coalesce('Files: ' || (SELECT string_agg(f.path, ', ' ORDER BY f.path)
+                                      FROM commit_files f WHERE f.commit_handle = c.handle), ''),
+               trim(substr(c.message, length(c.subject) + 1), {blank}), NULL, [],
+               coalesce(c.author_login, c.author_name), NULL, [], NULL, NULL,
+               c.authored_at, c.committed_at, c.url
+        FROM commits c
+    """,
     # A commit none of whose files has a diff document (binary or generated files
     # only, an empty commit) is still findable by its message.
     "commit": """
         SELECT c.handle, c.handle, 'commit', c.repo, 'diff', NULL, c.subject, '',
-               trim(substr(c.message, length(c.subject) + 1)), NULL, [],
+               trim(substr(c.message, length(c.subject) + 1), {blank}), NULL, [],
                coalesce(c.author_login, c.author_name), NULL, [], NULL, NULL,
                c.authored_at, c.committed_at, c.url
         FROM commits c
@@ -189,10 +200,12 @@ def iter_documents(
     )
     skipped = set(settings.skip_types)
     for name, sql in _QUERIES.items():
-        if name in ("diff", "commit") and "diff" in skipped:
+        if name in ("diff", "commit", "commit_summary") and "diff" in skipped:
             continue  # not even read: patches are most of the state's text
+        if name == ("commit" if settings.commit_summary else "commit_summary"):
+            continue  # a summary of every commit covers those without file diffs
         params = [list(settings.skip_paths)] if name in ("diff", "commit") else []
-        query = _ITEMS + sql.format(conversation=_bot_aware(name, conversation))
+        query = _ITEMS + sql.format(conversation=_bot_aware(name, conversation), blank=_BLANK)
         cursor = con.execute(f"{query} ORDER BY 5, 1", params)
         while batch := cursor.fetchmany(1000):
             for row in batch:
@@ -202,6 +215,9 @@ def iter_documents(
                 values[10] = tuple(values[10] or ())
                 values[13] = tuple(values[13] or ())
                 yield Document(*values)
+
+
+_BLANK = "' ' || chr(9) || chr(10) || chr(13)"  # what trim() takes off a commit message body
 
 
 def _bot_aware(name: str, condition: str) -> str:
