@@ -1,11 +1,15 @@
-"""Embedding throughput of `ghindex build` against raw `SentenceTransformer.encode`.
+"""Build throughput with each encoder and precision, against their raw encode.
 
-N documents of the httpx retrieval eval corpus are stored as GitHub issues in a
-fresh workdir. Then, alternating for R rounds, (a) `build(settings, full=True)`
-runs on an empty LanceDB directory, so every chunk goes through the model, and
-(b) the model's own `encode` runs on exactly the texts build embedded. The model
-is loaded once before any timing (`embed._load` is cached per process), so load
-time is excluded from both sides. Finally the no-change rebuild is timed.
+N documents of the httpx retrieval eval corpus are stored as GitHub issues in a fresh
+workdir. Three encoders embed exactly the texts a full build embeds: torch fp32 (the
+sentence-transformers model, as builds did before ONNX Runtime), ONNX Runtime fp32 and
+ONNX Runtime int8 (`onnx_encoder.build_encoder`, the build's own choice, on the CPU with
+every core). Each is loaded and warmed up (one untimed encode of all the texts) before
+any timing, so load time is excluded. Then, for R rounds, each encoder in an order that
+rotates every round, (a) `build(settings, full=True)` runs on an empty LanceDB
+directory with that encoder, so every chunk goes through it, and (b) the encoder's
+`encode` runs on the same texts, the two sides alternating which goes first. Finally
+the no-change rebuild is timed. Medians and ratios are printed as markdown.
 
     python -m bench.bench_build --docs 300 --rounds 3
 """
@@ -25,6 +29,7 @@ from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import iter_documents
 from ghindex.index.embed import Embedder
+from ghindex.index.onnx_encoder import build_encoder
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
 
@@ -91,11 +96,16 @@ def chunk_texts(settings: Settings) -> list[str]:
     return list({c.content_hash: c.text for c in chunks}.values())
 
 
-def timed_build(settings: Settings, *, full: bool) -> tuple[float, dict[str, float], int]:
+def timed_build(
+    settings: Settings, encoder=None, *, full: bool
+) -> tuple[float, dict[str, float], int]:
     """Seconds for one build, seconds per phase (from its progress messages), embedded."""
     marks: list[tuple[str, float]] = []
+    precision = encoder.precision if encoder is not None else None
+    factory = (lambda _name: encoder) if encoder is not None else None
     started = time.perf_counter()
-    report = build(settings, full=full, progress=lambda m: marks.append((m, time.perf_counter())))
+    report = build(settings, full=full, precision=precision, embedder_factory=factory,
+                   progress=lambda m: marks.append((m, time.perf_counter())))  # fmt: skip
     seconds = time.perf_counter() - started
     marks.append(("end", time.perf_counter()))
     phases: dict[str, float] = {}
@@ -119,11 +129,21 @@ def _phase(message: str) -> str:
     return "drop tables + open state + read documents"
 
 
+def encoders() -> dict[str, object]:
+    """The three encoders, loaded once: the torch model and ONNX Runtime sessions."""
+    return {
+        "torch fp32": Embedder(DEFAULT_MODEL),
+        "onnx fp32": build_encoder(DEFAULT_MODEL, precision="fp32", device="cpu"),
+        "onnx int8": build_encoder(DEFAULT_MODEL, precision="int8", device="cpu"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=300, help="documents to index")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every encoder")
     parser.add_argument("--corpus", type=Path, default=Path(DEFAULT_CORPUS))
+    parser.add_argument("--json", action="store_true", help="also print the raw times")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="ghindex-bench-build-"))
@@ -131,57 +151,66 @@ def main() -> None:
         settings = Settings(workdir=workdir, graphql_url=DEFAULT_GRAPHQL_URL, model=DEFAULT_MODEL)
         store_documents(settings, read_corpus(args.corpus, args.docs))
         texts = chunk_texts(settings)
-        model = Embedder(DEFAULT_MODEL)._model  # loads (and caches) the model: untimed
+        loaded = encoders()
+        names = list(loaded)
+        vectors = {name: loaded[name].encode(texts) for name in names}  # warm-up, untimed
+        builds: dict[str, list[float]] = {name: [] for name in names}
+        encodes: dict[str, list[float]] = {name: [] for name in names}
+        outside: dict[str, list[float]] = {name: [] for name in names}
 
-        def encode() -> float:
+        def encode(name: str) -> None:
             started = time.perf_counter()
-            model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-            return time.perf_counter() - started
+            loaded[name].encode(texts)
+            encodes[name].append(time.perf_counter() - started)
 
-        # torch's first pass over new input shapes is slower: warm up on the very texts
-        encode()
-        build_times, encode_times, phase_runs = [], [], []
-        for round_ in range(1, args.rounds + 1):
-            # alternate which side goes first, so drift in machine load hits both alike
-            if round_ % 2 == 0:
-                encode_times.append(encode())
-            shutil.rmtree(settings.lance_path, ignore_errors=True)
-            seconds, phases, embedded = timed_build(settings, full=True)
-            assert embedded == len(texts), (embedded, len(texts))
-            build_times.append(seconds)
-            phase_runs.append({**phases, "total": seconds})
-            if round_ % 2 == 1:
-                encode_times.append(encode())
-            print(
-                f"round {round_}: build {seconds:.2f}s, encode {encode_times[-1]:.2f}s",
-                flush=True,
-            )
+        for round_ in range(args.rounds):
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
+            for name in order:
+                # alternate which side goes first, so drift in load hits both alike
+                if round_ % 2:
+                    encode(name)
+                shutil.rmtree(settings.lance_path, ignore_errors=True)
+                seconds, phases, embedded = timed_build(settings, loaded[name], full=True)
+                assert embedded == len(texts), (embedded, len(texts))
+                builds[name].append(seconds)
+                outside[name].append(seconds - phases["encode + cache write"])
+                if not round_ % 2:
+                    encode(name)
+                print(f"round {round_ + 1} {name}: build {seconds:.2f}s, "
+                      f"encode {encodes[name][-1]:.2f}s", flush=True)  # fmt: skip
 
         again = [timed_build(settings, full=False) for _ in range(args.rounds)]
         assert all(embedded == 0 for _, _, embedded in again)
-
-        b, e = statistics.median(build_times), statistics.median(encode_times)
-        print(f"\n{args.docs} documents, {len(texts)} unique chunks, {args.rounds} rounds\n")
-        print("| | median s | texts/s |")
-        print("|---|---:|---:|")
-        print(f"| `build(full=True)` | {b:.2f} | {len(texts) / b:.1f} |")
-        print(f"| raw `model.encode` (batch 32) | {e:.2f} | {len(texts) / e:.1f} |")
-        print(f"| overhead, end to end | {b - e:+.2f} | {100 * (b - e) / e:+.1f} % |")
-        ratio = statistics.median(x / y for x, y in zip(build_times, encode_times, strict=True))
-        print(f"| overhead, median of per-round ratios | | {100 * (ratio - 1):+.1f} % |")
-        own = statistics.median(p["total"] - p["encode + cache write"] for p in phase_runs)
-        print(f"| build outside its encode call | {own:.2f} | {100 * own / e:.1f} % of encode |")
-        print(
-            f"| `build` again, nothing changed (embedded=0) | "
-            f"{statistics.median(s for s, _, _ in again):.2f} | |"
-        )
-        print("\nfull build, median seconds per phase\n")
-        print("| phase | median s |")
-        print("|---|---:|")
-        for name in [n for n in phase_runs[0] if n != "total"]:
-            print(f"| {name} | {statistics.median(p[name] for p in phase_runs):.3f} |")
+        report(args, texts, names, builds, encodes, outside, vectors, again)
+        if args.json:
+            print(json.dumps({"builds": builds, "encodes": encodes}, indent=2))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report(args, texts, names, builds, encodes, outside, vectors, again) -> None:
+    n = len(texts)
+    torch_build = statistics.median(builds[names[0]])
+    print(f"\n{args.docs} documents, {n} unique chunks, {args.rounds} rounds\n")
+    print("| encoder | build s | build chunks/s | vs torch build | encode s | encode chunks/s "
+          "| build / encode | build outside encode | cosine to torch (min / mean) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name in names:
+        b, e = statistics.median(builds[name]), statistics.median(encodes[name])
+        ratio = statistics.median(x / y for x, y in zip(builds[name], encodes[name], strict=True))
+        own = statistics.median(outside[name])
+        cos = (vectors[name] * vectors[names[0]]).sum(axis=1)
+        agreement = "—" if name == names[0] else f"{cos.min():.4f} / {cos.mean():.4f}"
+        print(f"| {name} | {b:.2f} | {n / b:.1f} | {torch_build / b:.2f}× | {e:.2f} | "
+              f"{n / e:.1f} | {100 * (ratio - 1):+.1f} % | {own:.2f} s "
+              f"({100 * own / e:.1f} %) | {agreement} |")  # fmt: skip
+    print(f"\n`build` again, nothing changed (embedded=0): "
+          f"{statistics.median(s for s, _, _ in again):.2f} s")  # fmt: skip
+    for name in names:
+        times = ", ".join(
+            f"{b:.1f}/{e:.1f}" for b, e in zip(builds[name], encodes[name], strict=True)
+        )
+        print(f"- {name}, build/encode s per round: {times}")
 
 
 if __name__ == "__main__":
