@@ -72,7 +72,7 @@ def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
     assert manifest["model"] == {
         "name": DEFAULT_MODEL,
         "dimension": 384,
-        "precision": "fp32",
+        "precision": "int8",  # a new index, where ONNX Runtime runs the model
         "encoder": "onnx",
     }
     assert manifest["counts"] == {**report.build.counts, "chunks": report.build.chunks}

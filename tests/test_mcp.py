@@ -627,7 +627,7 @@ def test_status_describes_the_snapshot(server, holder):
     assert body["model"] == {
         "name": "sentence-transformers/all-MiniLM-L6-v2",
         "dimension": 384,
-        "precision": "fp32",
+        "precision": "int8",
         "encoder": "onnx",
     }
     assert (body["counts"]["issue"], body["counts"]["pull_request"]) == (12, 1)

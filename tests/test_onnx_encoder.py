@@ -208,9 +208,11 @@ def test_an_int8_index_records_it_searches_alike_and_keeps_both_caches(quantised
     finally:
         searcher.close()
 
-    refused = run("build")
+    kept = json.loads(run("build", "--json").stdout)  # no precision asked: the index's own
+    assert (kept["precision"], kept["embedded"]) == ("int8", 0)
+    refused = run("build", "--precision", "fp32")
     assert refused.exit_code == 1 and "holds int8 vectors, not fp32" in refused.stderr
-    again = json.loads(run("build", "--full", "--json").stdout)  # fp32 now
+    again = json.loads(run("build", "--full", "--precision", "fp32", "--json").stdout)
     assert (again["precision"], again["embedded"], again["encoder"]) == ("fp32", 5, "onnx")
     back = json.loads(run("build", "--full", "--precision", "int8", "--json").stdout)
     assert (back["embedded"], back["from_cache"], back["encoder"]) == (0, 5, None)

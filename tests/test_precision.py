@@ -10,7 +10,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from ghindex.config import DEFAULT_MODEL, DEFAULT_PRECISION, load_settings
+from ghindex.config import DEFAULT_MODEL, load_settings
 from ghindex.errors import ConfigError, IndexUnusable
 from ghindex.index import table as index
 from ghindex.index.onnx_encoder import (
@@ -88,7 +88,8 @@ def test_nothing_but_known_devices_and_precisions_is_placed():
 
 
 def test_precision_and_device_come_from_flag_env_or_toml(isolated, monkeypatch):
-    assert (load_settings().precision, load_settings().device) == (DEFAULT_PRECISION, "auto")
+    # no precision: the index's own decides (a new index: new_index_precision)
+    assert (load_settings().precision, load_settings().device) == (None, "auto")
     (isolated / "ghindex.toml").write_text('precision = "int8"\ndevice = "cpu"\n')
     assert (load_settings().precision, load_settings().device) == ("int8", "cpu")
     monkeypatch.setenv("GHINDEX_PRECISION", " FP32 ")
@@ -171,7 +172,7 @@ def test_vectors_of_another_precision_are_refused_not_mixed(isolated, run):
     assert str(refused.value) == line
     index.check_model(db, settings.lance_path, DEFAULT_MODEL, "int8")
 
-    result = run("build")  # refused before any model is loaded
+    result = run("build", "--precision", "fp32")  # refused before any model is loaded
     assert (result.exit_code, result.stderr) == (1, f"Error: {line}\n")
 
 
@@ -180,7 +181,7 @@ def test_merge_refuses_a_shard_of_another_precision_before_copying(isolated, run
     store_issues(shard, [issue_node(1, title="Crash on start")])
     chunks_of(shard, "int8")
 
-    result = run("merge", str(shard.workdir))
+    result = run("merge", str(shard.workdir), "--precision", "fp32")
 
     assert result.exit_code == 1
     assert result.stderr == (
@@ -222,3 +223,27 @@ def test_int8_has_no_torch_fallback(monkeypatch):
     with pytest.raises(ConfigError) as refused:
         build_encoder(DEFAULT_MODEL, precision="int8")
     assert str(refused.value) == INT8_BY_TORCH
+
+
+def test_a_new_index_is_int8_where_onnx_runs_the_model_and_fp32_where_not(monkeypatch):
+    from ghindex.index import onnx_encoder
+
+    monkeypatch.setattr(onnx_encoder, "_ready", lambda model, precision: None)
+    monkeypatch.setattr(onnx_encoder, "_ort_providers", lambda: ["CPUExecutionProvider"])
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL) == "int8"
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cuda") == "fp32"  # int8 is CPU-only
+    monkeypatch.setattr(onnx_encoder, "_ort_providers", lambda: [])  # no ONNX Runtime
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL) == "fp32"
+    both = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(onnx_encoder, "_ort_providers", lambda: both)
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "auto") == "fp32"
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cpu") == "int8"
+
+    def no_export(model, precision):
+        raise RuntimeError("exporter broke")
+
+    monkeypatch.setattr(onnx_encoder, "_ready", no_export)
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cpu") == "fp32"
+    monkeypatch.setenv("GHINDEX_ENCODER", "torch")
+    monkeypatch.setattr(onnx_encoder, "_ready", lambda model, precision: None)
+    assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cpu") == "fp32"

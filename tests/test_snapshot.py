@@ -81,7 +81,7 @@ def test_publish_then_pull_gives_the_same_files(workdir, store_url, isolated):
     assert manifest["model"] == {
         "name": DEFAULT_MODEL,
         "dimension": 384,
-        "precision": "fp32",
+        "precision": "int8",
         "encoder": "onnx",
     }
     assert manifest["counts"]["issue"] == 40

@@ -21,11 +21,13 @@ DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # How vectors are computed: fp32 (the model as trained) or int8 (its weights quantised,
-# ONNX Runtime only). One index holds one precision; the default is chosen from the
-# retrieval figures in bench/README.md.
+# ONNX Runtime only). One index holds one precision. A new index is int8 where ONNX
+# Runtime can run the model on the CPU: hybrid recall@10 was the same as fp32's on every
+# eval task and builds embed about twice as fast (bench/README.md). An index keeps the
+# precision it was built with unless one is asked for.
 FP32, INT8 = "fp32", "int8"
 PRECISIONS = (FP32, INT8)
-DEFAULT_PRECISION = FP32
+DEFAULT_PRECISION = INT8
 DEVICES = ("auto", "cpu", "cuda")  # where a build embeds (index/onnx_encoder.py: place)
 DEFAULT_DEVICE = "auto"
 DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
@@ -84,7 +86,7 @@ class Settings(SnapshotFiles):
     graphql_url: str
     model: str
     store: str | None = None
-    precision: str = DEFAULT_PRECISION  # of the vectors a build makes
+    precision: str | None = None  # of the vectors a build makes; None: the index's own
     device: str = DEFAULT_DEVICE  # where a build embeds
     repos: tuple[str, ...] = field(default_factory=tuple)
     max_wait: float = DEFAULT_MAX_WAIT
@@ -125,7 +127,7 @@ def load_settings(config_path: str | Path | None = None, **flags: object) -> Set
         workdir=Path(str(pick("workdir", DEFAULT_WORKDIR))).expanduser(),
         graphql_url=str(pick("graphql_url", DEFAULT_GRAPHQL_URL)),
         model=str(pick("model", DEFAULT_MODEL)),
-        precision=_choice(pick("precision", DEFAULT_PRECISION), "precision", PRECISIONS),
+        precision=_optional_choice(pick("precision", None), "precision", PRECISIONS),
         device=_choice(pick("device", DEFAULT_DEVICE), "device", DEVICES),
         store=(str(pick("store", "")) or None),
         repos=tuple(parse_repo(r) for r in repos),
@@ -176,6 +178,10 @@ def _document_types(value: object, key: str) -> tuple[str, ...]:
             f"{key}: unknown document type {unknown[0]!r}: use some of {', '.join(DOCUMENT_TYPES)}"
         )
     return tuple(dict.fromkeys(chosen))
+
+
+def _optional_choice(value: object, key: str, choices: tuple[str, ...]) -> str | None:
+    return None if value is None or value == "" else _choice(value, key, choices)
 
 
 def _choice(value: object, key: str, choices: tuple[str, ...]) -> str:

@@ -42,7 +42,8 @@ precision_option = click.option(
     "--precision",
     type=click.Choice(PRECISIONS),
     help="Vectors of the model as trained (fp32) or with int8 weights, faster on the CPU "
-    f"(env GHINDEX_PRECISION; default {DEFAULT_PRECISION}). One index holds one precision.",
+    "(env GHINDEX_PRECISION). One index holds one precision; default: the index's own, "
+    f"{DEFAULT_PRECISION} for a new one (fp32 where ONNX Runtime cannot run the model).",
 )
 
 force_option = click.option(

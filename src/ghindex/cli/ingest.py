@@ -213,7 +213,7 @@ def merge(
     )
     for line in merged.notes:
         click.echo(f"note: {line}", err=True)
-    report = run_build(settings, progress=progress(not as_json))
+    report = run_build(settings, precision=merged.precision, progress=progress(not as_json))
     if as_json:
         emit_json({"merged": merged.as_dict(), "built": report.as_dict()})
         return

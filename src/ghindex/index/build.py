@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex import __version__
-from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings
+from ghindex.config import DEFAULT_PRECISION, FP32, PRECISIONS, Settings
 from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
 from ghindex.index import table as index
@@ -94,7 +94,7 @@ def build(
     )
     model_name = canonical_model_name(model or settings.model)
     precision = precision or settings.precision
-    if precision not in PRECISIONS:
+    if precision is not None and precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
 
     if not settings.state_path.exists() and not git:
@@ -102,6 +102,13 @@ def build(
     db = index.connect(settings.lance_path)
     if full:
         index.drop_chunks(db)
+    # none asked for: the index's own, else int8 where ONNX Runtime can run the model
+    # (a factory's vectors are fp32 unless the caller says otherwise)
+    precision = (
+        precision
+        or index.index_precision(db)
+        or _new_precision(model_name, settings, embedder_factory)
+    )
     index.check_model(db, settings.lance_path, model_name, precision)
 
     con = open_state(settings.state_path)
@@ -176,6 +183,14 @@ def build(
     finally:
         con.close()
     return report
+
+
+def _new_precision(model: str, settings: Settings, factory: Callable | None) -> str:
+    if factory is not None:
+        return FP32
+    from ghindex.index.onnx_encoder import new_index_precision
+
+    return new_index_precision(model, settings.device)
 
 
 def _embedder(

@@ -31,6 +31,7 @@ class MergeReport:
     shards: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     vectors: int = 0
+    precision: str = DEFAULT_PRECISION  # of the shards' vectors, and so of the merged index
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -42,14 +43,17 @@ def merge(
     shards: Sequence[Path],
     model: str,
     *,
-    precision: str = DEFAULT_PRECISION,
+    precision: str | None = None,
     redacted: bool = True,
 ) -> MergeReport:
     """Copy every shard's state and `model`'s cache of `precision` into the workdir
     `target`; the merged text is then brought in line with the `redact` setting
-    (`redacted`)."""
-    report = MergeReport()
+    (`redacted`). `precision` None: the shards' own (that of the first with an index)."""
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
+    held = [index.index_precision(index.connect(shard / INDEX_DIR)) for shard in shards
+            if (shard / INDEX_DIR).is_dir()]  # fmt: skip
+    precision = precision or next((p for p in held if p), DEFAULT_PRECISION)
+    report = MergeReport(precision=precision)
     for shard in shards:
         if not (shard / STATE_FILE).exists():
             raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")

@@ -387,6 +387,25 @@ def _ready(name: str, precision: str) -> Path:
     return folder
 
 
+def new_index_precision(model: str, device: str | None = None) -> str:
+    """The precision of a new index: DEFAULT_PRECISION (int8) where ONNX Runtime runs
+    `model` on the CPU, else fp32 (GHINDEX_ENCODER=torch, a CUDA device, a model that
+    cannot be exported), said in a warning when the export is what failed."""
+    if DEFAULT_PRECISION == FP32 or _encoder_choice() == "torch":
+        return FP32
+    providers = _ort_providers()
+    if not providers or device == "cuda" or (device in (None, "auto") and CUDA in providers):
+        return FP32
+    try:
+        _ready(model, INT8)
+    except ConfigError:
+        raise  # the model itself cannot be loaded: fp32 would fail the same way
+    except Exception as exc:  # any export failure leaves fp32 on torch
+        log.warning("no int8 export of %s (%s): building fp32 vectors", model, first_line(exc))
+        return FP32
+    return INT8
+
+
 def _encoder_choice() -> str:
     choice = os.environ.get("GHINDEX_ENCODER", "onnx").strip().lower() or "onnx"
     if choice not in ENCODERS:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ghindex.config import DEFAULT_PRECISION, FP32
+from ghindex.config import FP32
 from ghindex.errors import IndexUnusable
 from ghindex.index.chunking import Chunk
 
@@ -49,7 +49,7 @@ def _metadata(model: str, dimension: int, precision: str) -> dict[bytes, bytes]:
     }
 
 
-def chunks_schema(model: str, dimension: int, precision: str = DEFAULT_PRECISION) -> pa.Schema:
+def chunks_schema(model: str, dimension: int, precision: str = FP32) -> pa.Schema:
     return pa.schema(
         [
             pa.field("id", pa.string(), nullable=False),
@@ -82,7 +82,7 @@ def chunks_schema(model: str, dimension: int, precision: str = DEFAULT_PRECISION
     )
 
 
-def embeddings_schema(model: str, dimension: int, precision: str = DEFAULT_PRECISION) -> pa.Schema:
+def embeddings_schema(model: str, dimension: int, precision: str = FP32) -> pa.Schema:
     return pa.schema(
         [
             pa.field("content_hash", pa.string(), nullable=False),
@@ -100,7 +100,7 @@ def table_names(db: lancedb.DBConnection) -> list[str]:
     return list(db.list_tables().tables)
 
 
-def cache_table(model: str, precision: str = DEFAULT_PRECISION) -> str:
+def cache_table(model: str, precision: str = FP32) -> str:
     """The embedding cache table of `model`'s vectors of `precision`. fp32 keeps the name
     it had before precisions existed (torch and ONNX Runtime fp32 vectors agree to 2e-7);
     int8 vectors, a different kind, get a table of their own."""
@@ -123,9 +123,7 @@ def index_precision(db: lancedb.DBConnection) -> str | None:
     return meta[PRECISION_KEY].decode() if PRECISION_KEY in meta else FP32
 
 
-def cache_dimension(
-    db: lancedb.DBConnection, model: str, precision: str = DEFAULT_PRECISION
-) -> int | None:
+def cache_dimension(db: lancedb.DBConnection, model: str, precision: str = FP32) -> int | None:
     name = cache_table(model, precision)
     if name not in table_names(db):
         return None
@@ -140,9 +138,7 @@ def _table_model(table) -> tuple[str, int] | None:
     return meta[MODEL_KEY].decode(), int(meta[DIMENSION_KEY].decode())
 
 
-def check_model(
-    db: lancedb.DBConnection, path: Path, model: str, precision: str = DEFAULT_PRECISION
-) -> None:
+def check_model(db: lancedb.DBConnection, path: Path, model: str, precision: str = FP32) -> None:
     """Refuse to add vectors of another model or precision to the chunks in `db`."""
     built = index_model(db)
     if built and built[0] != model:
@@ -170,7 +166,7 @@ def cached_vectors(
     db: lancedb.DBConnection,
     model: str,
     hashes: Iterable[str],
-    precision: str = DEFAULT_PRECISION,
+    precision: str = FP32,
 ) -> dict[str, np.ndarray]:
     """Vectors `model` already computed at `precision` for these content hashes."""
     wanted = pa.array(sorted(set(hashes)), pa.string())
@@ -192,7 +188,7 @@ def add_to_cache(
     model: str,
     hashes: Sequence[str],
     vectors: np.ndarray,
-    precision: str = DEFAULT_PRECISION,
+    precision: str = FP32,
 ) -> None:
     if not hashes:
         return
@@ -221,7 +217,7 @@ def write_chunks(
     vectors: dict[str, np.ndarray],
     dimension: int,
     *,
-    precision: str = DEFAULT_PRECISION,
+    precision: str = FP32,
     prune: bool = False,
 ) -> dict[str, int]:
     """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted.
