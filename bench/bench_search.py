@@ -23,15 +23,23 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bench.bench_build import read_corpus, store_documents
-from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
+from ghindex.config import (
+    DEFAULT_GRAPHQL_URL,
+    DEFAULT_MODEL,
+    DEFAULT_PRECISION,
+    FP32,
+    PRECISIONS,
+    Settings,
+)
 from ghindex.index import table as index
 from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document
 from ghindex.index.documents import Document, iter_documents
-from ghindex.index.embed import Embedder
+from ghindex.index.onnx_encoder import build_encoder
 from ghindex.query.search import Filters, Searcher
 from ghindex.state.database import open_state
 
@@ -49,7 +57,7 @@ CASES = {
 
 # pieces of a search, timed alone: (searcher, embedder, query) -> anything
 PARTS = {
-    "part of dense, hybrid: query embedding": lambda _s, e, q: e.encode([q]),
+    "part of dense, hybrid: query embedding": lambda s, _e, q: s._embedder.encode([q]),
     "part of every mode: exact-reference lookup": lambda s, _e, q: s._exact(q.strip(), None),
     "part of the filtered case: unmatched-filter check": lambda s, _e, _q: s._unmatched(FILTER),
 }
@@ -78,9 +86,11 @@ def base_documents(corpus: Path, max_chunks: int) -> list[list[Chunk]]:
     return documents
 
 
-def base_vectors(documents: list[list[Chunk]], embedder: Embedder) -> dict[str, np.ndarray]:
+def base_vectors(documents: list[list[Chunk]], embedder: Any) -> dict[str, np.ndarray]:
     """Vectors by content hash, from bench/.cache/ or embedded now (and cached)."""
-    path = CACHE / f"vectors-{embedder.name.replace('/', '--')}.npz"
+    precision = getattr(embedder, "precision", FP32)
+    suffix = "" if precision == FP32 else f"-{precision}"
+    path = CACHE / f"vectors-{embedder.name.replace('/', '--')}{suffix}.npz"
     cached: dict[str, np.ndarray] = {}
     if path.exists():
         with np.load(path) as data:
@@ -167,16 +177,17 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=EVAL / "corpus.jsonl")
     parser.add_argument("--queries-file", type=Path, default=EVAL / "queries.jsonl")
     parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
     with args.queries_file.open(encoding="utf-8") as f:
         queries = [json.loads(line)["query"] for line in f if line.strip()][: args.queries]
-    embedder = Embedder(DEFAULT_MODEL)
+    embedder = build_encoder(DEFAULT_MODEL, precision=args.precision)
     documents = base_documents(args.corpus, args.base_chunks)
     vectors = base_vectors(documents, embedder)
     print(f"{len(documents)} base documents, {len(vectors)} embedded chunks", flush=True)
-    embedder.encode(queries)  # torch's first pass over new input shapes is slower
+    embedder.encode(queries)  # a first pass over new input shapes is slower
 
     rows = []
     for size in sizes:
@@ -185,7 +196,8 @@ def main() -> None:
             chunks, table_vectors = synthesise(documents, vectors, size)
             started = time.perf_counter()
             db = index.connect(lance)
-            index.write_chunks(db, embedder.name, chunks, table_vectors, embedder.dimension)
+            index.write_chunks(db, embedder.name, chunks, table_vectors, embedder.dimension,
+                               precision=args.precision)  # fmt: skip
             write_s = time.perf_counter() - started
             print(f"{size} chunks written in {write_s:.1f}s", flush=True)
             searcher = Searcher(lance)
@@ -206,7 +218,7 @@ def main() -> None:
         finally:
             shutil.rmtree(lance, ignore_errors=True)
 
-    print(f"\n{len(queries)} queries, k={args.k}, latency of Searcher.search in ms\n")
+    print(f"\n{len(queries)} queries, k={args.k}, {args.precision}, Searcher.search in ms\n")
     print("| chunks | mode | p50 ms | p95 ms |")
     print("|---:|---|---:|---:|")
     for size, name, p50, p95 in rows:
