@@ -63,7 +63,9 @@ PARTS = {
 }
 
 
-def base_documents(corpus: Path, max_chunks: int) -> list[list[Chunk]]:
+def base_documents(
+    corpus: Path, max_chunks: int, chunking: ChunkSettings | None = None
+) -> list[list[Chunk]]:
     """Chunks of corpus records stored as issues and read back as `build` does."""
     workdir = Path(tempfile.mkdtemp(prefix="ghindex-bench-search-"))
     try:
@@ -78,7 +80,7 @@ def base_documents(corpus: Path, max_chunks: int) -> list[list[Chunk]]:
         shutil.rmtree(workdir, ignore_errors=True)
     documents, total = [], 0
     for doc in docs:
-        chunks = chunk_document(doc, ChunkSettings())
+        chunks = chunk_document(doc, chunking or ChunkSettings())
         if total + len(chunks) > max_chunks:
             break
         documents.append(chunks)
@@ -178,13 +180,17 @@ def main() -> None:
     parser.add_argument("--queries-file", type=Path, default=EVAL / "queries.jsonl")
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
+    parser.add_argument("--tail-tokens", type=int, help="text a budget's last row carries")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
     with args.queries_file.open(encoding="utf-8") as f:
         queries = [json.loads(line)["query"] for line in f if line.strip()][: args.queries]
     embedder = build_encoder(DEFAULT_MODEL, precision=args.precision)
-    documents = base_documents(args.corpus, args.base_chunks)
+    chunking = ChunkSettings()
+    if args.tail_tokens is not None:
+        chunking = replace(chunking, tail_tokens=args.tail_tokens)
+    documents = base_documents(args.corpus, args.base_chunks, chunking)
     vectors = base_vectors(documents, embedder)
     print(f"{len(documents)} base documents, {len(vectors)} embedded chunks", flush=True)
     embedder.encode(queries)  # a first pass over new input shapes is slower

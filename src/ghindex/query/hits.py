@@ -48,7 +48,6 @@ class Hit:
     # reranker, MMR and context packs: not fields, so never part of an answer.
     text: ClassVar[str] = ""
     vector: ClassVar[Any] = None
-    row_id: ClassVar[str] = ""  # the representative row's id, to read its text later
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,7 +111,7 @@ def make_hit(
         sparse_rank=sparse,
         snippet=snippet(text) if with_snippet else "",
     )
-    hit.text, hit.vector, hit.row_id = text, row.get("vector"), row.get("id") or ""
+    hit.text, hit.vector = text, row.get("vector")
     return hit
 
 

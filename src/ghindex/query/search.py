@@ -43,9 +43,6 @@ _COLUMNS = [
     "labels", "author", "author_association", "url", "updated_at", "created_at", "vector",
 ]  # fmt: skip
 _NO_VECTOR = [c for c in _COLUMNS if c != "vector"]  # the vectors only serve MMR
-# what the retrievers read: a row's text (up to a whole document's) is read afterwards,
-# for the few hits that are shown or reranked (`_fill_text`)
-_LEAN = [c for c in _NO_VECTOR if c != "text"]
 # one row per entity: the first chunk of its own document (a commit's: of any file)
 _HEAD = "chunk_index = 0 AND (type = entity_type OR entity_type = 'commit')"
 
@@ -119,7 +116,7 @@ class Searcher:
 
         exact = self._exact(query.strip(), where) if _may_be_identifier(query) else []
         depth = max(100, 20 * k)
-        columns = [*_LEAN, "vector"] if mmr is not None else _LEAN
+        columns = _COLUMNS if mmr is not None else _NO_VECTOR
         sparse_job = None
         if mode == "hybrid":
             sparse_job = self._beside.submit(self._sparse, query, where, depth, columns)
@@ -137,12 +134,10 @@ class Searcher:
             ranked = follow_links(ranked, links, heads, where, self.link_weight)
         ranked = [h for h in ranked if h.entity not in {e.entity for e in exact}]
         if rerank:
-            self._fill_text(ranked[: max(RERANK_CANDIDATES, 3 * k)])
             ranked = self._rerank(query, ranked, k, response)
         if mmr is not None:
             ranked = diversify(ranked, mmr, k)
         response.results = (exact + ranked)[:k]
-        self._fill_text(response.results)
         for hit in response.results:
             hit.snippet = hit.snippet or snippet(hit.text, query=query)
         self._annotate(response.results, links)
@@ -159,7 +154,7 @@ class Searcher:
         response.filters_unmatched = self._unmatched(filters)
         where = f"{_HEAD} AND {filters.where()}" if filters.where() else _HEAD
         column = "updated_at" if sort == "updated_desc" else "created_at"
-        table = self.table.search().where(where).select(_LEAN)
+        table = self.table.search().where(where).select(_NO_VECTOR)
         rows = table.limit(None).to_arrow()
         if rows.num_rows:
             import pyarrow.compute as pc
@@ -173,9 +168,6 @@ class Searcher:
             seen.setdefault(row["entity"], row)
         heads = list(seen.values())
         response.results = [make_hit(row, 0.0, None, None) for row in heads[:k]]
-        self._fill_text(response.results)
-        for hit in response.results:
-            hit.snippet = snippet(hit.text)
         self._annotate(response.results)
         return response, len(heads) > k
 
@@ -203,7 +195,7 @@ class Searcher:
             self.table.search(centre, query_type="vector")
             .distance_type("cosine")
             .where(f"entity != {literal(entity)}", prefilter=True)
-            .select(["entity", "entity_type", "title", "url"])
+            .select(_COLUMNS)
             .limit(20 * k)
             .to_list()
         )
@@ -309,20 +301,8 @@ class Searcher:
         with self.state() as con:
             return fix_links(con, entities, around=around)
 
-    def _fill_text(self, hits: Sequence[Hit]) -> None:
-        """Read the text of each hit's representative row, where it was not read yet."""
-        wanted = {h.row_id for h in hits if h.row_id and not h.text}
-        if not wanted:
-            return
-        listed = ", ".join(literal(i) for i in sorted(wanted))
-        rows = self.table.search().where(f"id IN ({listed})").select(["id", "text"])
-        texts = {r["id"]: r["text"] for r in rows.limit(None).to_list()}
-        for hit in hits:
-            if not hit.text and hit.row_id in texts:
-                hit.text = texts[hit.row_id]
-
     def _heads(
-        self, entities: list[str], where: str | None, columns: list[str] = _LEAN
+        self, entities: list[str], where: str | None, columns: list[str] = _NO_VECTOR
     ) -> list[Hit]:
         """A hit for each of `entities` the filters let through, by its first row."""
         listed = ", ".join(literal(e) for e in entities)
