@@ -131,5 +131,7 @@ def excerpt(text: str, limit: int, query: str = "") -> str:
     found = [lowered.find(w) for w in re.findall(r"\w{3,}", query.lower())]
     first = min((at for at in found if at >= 0), default=0)
     start = first - limit // 4 if first > limit // 2 else 0  # near the start: from it
+    if start:  # from a word's start, not the middle of one
+        start = min(text.find(" ", start) + 1 or start, first)
     piece = text[start : start + limit - (2 if start else 1)].strip()
     return ("…" if start else "") + piece + ("…" if start + limit - 1 < len(text) else "")
