@@ -34,7 +34,7 @@ def mentioned_handles(text: str | None, repo: str) -> list[str]:
     """Handles ('owner/name#N') mentioned in `text`, in order, without repeats."""
     if not text:
         return []
-    prose = _INLINE_CODE.sub(" ", _FENCE.sub(" ", text))
+    prose = _prose(text)
     found: dict[str, None] = {}
     spans: list[tuple[int, int]] = []
     for pattern in (_URL, _CROSS):
@@ -47,11 +47,16 @@ def mentioned_handles(text: str | None, repo: str) -> list[str]:
     return list(found)
 
 
+def _prose(text: str) -> str:
+    """`text` without its code: fenced blocks and inline code spans become spaces."""
+    return _INLINE_CODE.sub(" ", _FENCE.sub(" ", text))
+
+
 def closing_handles(text: str | None, repo: str) -> list[str]:
     """Handles `text` says it closes with a closing keyword, in order, without repeats."""
     if not text:
         return []
-    prose = _INLINE_CODE.sub(" ", _FENCE.sub(" ", text))
+    prose = _prose(text)
     found: dict[str, None] = {}
     for match in _CLOSING.finditer(prose):
         url_repo, url_number, cross_repo, cross_number, local = match.groups()
