@@ -526,12 +526,13 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
         )
     run = evaluate(Querier(searcher), queries, loaded.handles, modes, args.k)
     shown = list(modes)
-    if "hybrid" in modes:  # the same ranking without lifting linked items: text alone
-        textual = Searcher(settings.lance_path, link_weight=0.0)
-        alone = evaluate(Querier(textual), queries, loaded.handles, ["hybrid"], args.k)
+    if "hybrid" in modes:  # the same searcher without lifting linked items: text alone
+        searcher.link_weight = 0.0
+        alone = evaluate(Querier(searcher), queries, loaded.handles, ["hybrid"], args.k)
         run.scores[TEXT_ONLY] = alone.scores["hybrid"]
         run.latency_ms[TEXT_ONLY] = alone.latency_ms["hybrid"]
         shown.append(TEXT_ONLY)
+    searcher.close()
     if args.baseline:
         naive = NaiveIndex(
             eval_set.corpus,
