@@ -59,3 +59,15 @@ def test_closing_keywords_name_what_a_text_closes():
 def test_mentions_without_a_closing_keyword_close_nothing(text):
     assert closing_handles(text, "o/r") == []
     assert closing_handles(None, "o/r") == []
+
+
+def test_hostile_text_yields_only_well_formed_handles():
+    text = (
+        "fixes #1'; DROP TABLE edges;-- closes ../../etc#2 "
+        "resolves https://evil.example/o/r/issues/3 "
+        + "fix " * 20_000
+        + "fixes #12345678901234567890"
+    )
+    found = closing_handles(text, "o/r")
+    assert found == ["o/r#1", "o/r#12345678901234567890"]
+    assert all(h.startswith("o/r#") and h[4:].isdigit() for h in found)
