@@ -69,6 +69,7 @@ from ghindex.index.chunking import ChunkSettings
 from ghindex.index.documents import DocumentSettings
 from ghindex.index.onnx_encoder import build_encoder, query_encoder
 from ghindex.query.search import Searcher
+from ghindex.query.snapshot import Snapshot
 from ghindex.state.database import open_state
 
 MODES = ("sparse", "dense", "hybrid", "hybrid+rerank")
@@ -516,7 +517,9 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
     say(f"embedded rows per corpus document: {per_document:.2f} ({report.chunks} rows)")
     tasks = list(dict.fromkeys(q["task"] for q in eval_set.queries))
     queries = scorable(eval_set.queries, set(loaded.handles.values()))
-    searcher = Searcher(settings.lance_path)
+    # the state held open, as `serve` holds it: latencies are a served search's
+    held = Snapshot(settings.lance_path.parent, state="held")
+    searcher = Searcher(settings.lance_path, state=held.state)
     relevant = {i for q in queries for i in q["relevant"]}
     missing = unindexed(searcher, loaded.handles, relevant)
     if missing:
@@ -533,6 +536,7 @@ def run_eval(args: argparse.Namespace, modes: Sequence[str]) -> tuple[dict[str, 
         run.latency_ms[TEXT_ONLY] = alone.latency_ms["hybrid"]
         shown.append(TEXT_ONLY)
     searcher.close()
+    held.close()
     if args.baseline:
         naive = NaiveIndex(
             eval_set.corpus,

@@ -122,6 +122,21 @@ def test_hybrid_search_finds_the_issue_in_other_words(searcher):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_every_hit_carries_its_own_rows_fields_in_every_mode(sample, searcher):
+    # the retrievers read a few columns; the hits kept are read whole by row id
+    rows = {r["handle"]: r for r in chunk_rows(sample[0]) if r["chunk_index"] == 0}
+    for mode in ("hybrid", "dense", "sparse"):
+        response = searcher.search("response body encoding", mode=mode, k=8)
+        assert len(response.results) == 8
+        for hit in response.results:
+            row = rows[hit.handle]
+            shown = (hit.title, hit.url, hit.state, hit.labels, hit.author, hit.number)
+            stored = (row["title"], row["url"], row["state"], row["labels"], row["author"],
+                      row["number"])  # fmt: skip
+            assert shown == stored, (mode, hit.handle)
+            assert hit.text and hit.snippet and hit.text.startswith(row["text"][:40])
+
+
 def test_modes_report_only_their_own_rank(searcher):
     dense = searcher.search("gzip compressed body", mode="dense", k=5)
     sparse = searcher.search("gzip compressed body", mode="sparse", k=5)

@@ -48,6 +48,7 @@ class Hit:
     # reranker, MMR and context packs: not fields, so never part of an answer.
     text: ClassVar[str] = ""
     vector: ClassVar[Any] = None
+    row_id: ClassVar[int | None] = None  # Lance's row id when only a few columns were read
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,7 +112,7 @@ def make_hit(
         sparse_rank=sparse,
         snippet=snippet(text) if with_snippet else "",
     )
-    hit.text, hit.vector = text, row.get("vector")
+    hit.text, hit.vector, hit.row_id = text, row.get("vector"), row.get("_rowid")
     return hit
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 StateConnection = Callable[[], AbstractContextManager["duckdb.DuckDBPyConnection"]]
 
 RERANK_CANDIDATES = 30
+DEPTH = (100, 10)  # rows each retriever ranks: at least the first, and the second per k
 LINK_SOURCES = 20  # the best fused entities whose closing links lift their other end
 LINK_WEIGHT = 0.98  # share of a hit's score given to what closes it or what it closes
 _COLUMNS = [
@@ -43,6 +44,8 @@ _COLUMNS = [
     "labels", "author", "author_association", "url", "updated_at", "created_at", "vector",
 ]  # fmt: skip
 _NO_VECTOR = [c for c in _COLUMNS if c != "vector"]  # the vectors only serve MMR
+# what the retrievers read: enough to fuse; the hits kept are read whole by row id
+_LIGHT = ["id", "handle", "entity", "entity_type", "repo", "type"]
 # one row per entity: the first chunk of its own document (a commit's: of any file)
 _HEAD = "chunk_index = 0 AND (type = entity_type OR entity_type = 'commit')"
 
@@ -115,16 +118,16 @@ class Searcher:
         where = filters.where()
 
         exact = self._exact(query.strip(), where) if _may_be_identifier(query) else []
-        depth = max(100, 20 * k)
+        depth = max(DEPTH[0], DEPTH[1] * k)
         columns = _COLUMNS if mmr is not None else _NO_VECTOR
         sparse_job = None
         if mode == "hybrid":
-            sparse_job = self._beside.submit(self._sparse, query, where, depth, columns)
-        dense = self._dense(query, where, depth, columns) if mode != "sparse" else []
+            sparse_job = self._beside.submit(self._sparse, query, where, depth)
+        dense = self._dense(query, where, depth) if mode != "sparse" else []
         if sparse_job is not None:
             sparse = sparse_job.result()
         else:
-            sparse = self._sparse(query, where, depth, columns) if mode == "sparse" else []
+            sparse = self._sparse(query, where, depth) if mode == "sparse" else []
         ranked = fuse(dense, sparse, mode)
         # one state query: the closing links of the best hits and of their other ends
         asked = [h.entity for h in exact + ranked[: max(LINK_SOURCES, k)]]
@@ -133,6 +136,9 @@ class Searcher:
             heads = functools.partial(self._heads, columns=columns)
             ranked = follow_links(ranked, links, heads, where, self.link_weight)
         ranked = [h for h in ranked if h.entity not in {e.entity for e in exact}]
+        # read whole only the hits that are shown, reranked or diversified
+        kept = max(RERANK_CANDIDATES, 3 * k) if rerank or mmr is not None else k
+        ranked[:kept] = self._whole(ranked[:kept], columns)
         if rerank:
             ranked = self._rerank(query, ranked, k, response)
         if mmr is not None:
@@ -211,9 +217,7 @@ class Searcher:
                 }
         return list(found.values())
 
-    def _dense(
-        self, query: str, where: str | None, depth: int, columns: list[str] = _COLUMNS
-    ) -> list[dict[str, Any]]:
+    def _dense(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         with self._loading:  # concurrent first queries load (or export) the model once
             if self._embedder is None:
                 self._embedder = self._embedder_factory(self.model_name, self.precision)
@@ -223,20 +227,33 @@ class Searcher:
             search = search.refine_factor(5)  # exact distances over 5× the candidates
         if where:
             search = search.where(where, prefilter=True)
-        rows = search.select(columns).limit(depth).to_list()
+        rows = search.select(_LIGHT).with_row_id(True).limit(depth).to_list()
         for row in rows:
             row["_score"] = 1.0 - float(row.pop("_distance"))
         return rows
 
-    def _sparse(
-        self, query: str, where: str | None, depth: int, columns: list[str] = _COLUMNS
-    ) -> list[dict[str, Any]]:
+    def _sparse(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         # a MatchQuery takes the words as they are: no query syntax, so "--full",
         # "a AND b" or "foo:bar" are searched for, not interpreted
         search = self.table.search(MatchQuery(query, "text"), query_type="fts")
         if where:
             search = search.where(where, prefilter=True)
-        return search.select(columns).limit(depth).to_list()
+        return search.select(_LIGHT).with_row_id(True).limit(depth).to_list()
+
+    def _whole(self, hits: list[Hit], columns: list[str]) -> list[Hit]:
+        """The hits again, made from all of their rows' `columns` (scores, ranks and the
+        entity's other rows kept). One read by row id, not a scan."""
+        light = {h.row_id: h for h in hits if h.row_id is not None}
+        if not light:
+            return hits
+        rows = self.table.take_row_ids(list(light)).select(columns).with_row_id().to_list()
+        whole = {}
+        for row in rows:
+            was = light[row["_rowid"]]
+            hit = make_hit(row, was.score, was.dense_rank, was.sparse_rank, with_snippet=False)
+            hit.same_entity = was.same_entity
+            whole[row["_rowid"]] = hit
+        return [whole.get(h.row_id, h) if h.row_id is not None else h for h in hits]
 
     def _exact(self, query: str, where: str | None) -> list[Hit]:
         """Entities the query names outright: `#12`, `owner/repo#12`, a SHA, a handle, a path."""
