@@ -90,8 +90,17 @@ def test_views_give_the_known_answers(known):
                        "FROM pr_review_times ORDER BY number") == [
         (4, 5.0, 24.0), (5, None, None), (6, None, None),
     ]  # fmt: skip
-    assert rows(known, "SELECT number FROM open_prs_awaiting_review") == [(5,)]
-    assert rows(known, "SELECT number FROM stale_issues") == [(2,)]
+    assert rows(known, "SELECT number, url FROM open_prs_awaiting_review") == [
+        (5, "https://github.com/octo/metrics/pull/5"),
+    ]  # fmt: skip
+    assert rows(known, "SELECT number, url FROM stale_issues") == [
+        (2, "https://github.com/octo/metrics/issues/2"),
+    ]  # fmt: skip
+    # how long an item has waited is counted to now(): the same moment the row was read at
+    for view, since, days in (("open_prs_awaiting_review", "created_at", "days_waiting"),
+                              ("stale_issues", "updated_at", "days_idle")):  # fmt: skip
+        [(now, moment, value)] = rows(known, f"SELECT now(), {since}, {days} FROM {view}")
+        assert value == round((now - moment).total_seconds() / 86400, 1), view
     assert rows(known, "SELECT label, open_issues, closed_issues, open_prs, closed_prs, total "
                        "FROM label_distribution") == [("bug", 1, 1, 0, 0, 2)]  # fmt: skip
     assert rows(known, "SELECT author, comments, threads FROM top_commenters ORDER BY 1") == [
@@ -176,6 +185,46 @@ def sample_state(tmp_path_factory):
                         model=DEFAULT_MODEL)  # fmt: skip
     load_sample(settings)
     return settings.state_path
+
+
+def test_the_views_give_durations_as_hours_and_days(sample_state, run):
+    con = duckdb.connect(str(sample_state), read_only=True)
+    try:
+        columns = con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_name IN (SELECT view_name FROM duckdb_views() WHERE NOT internal) "
+            "AND (data_type = 'INTERVAL' OR column_name LIKE 'hours_%' "
+            "OR column_name LIKE 'days_%') ORDER BY 1, 2"
+        ).fetchall()
+    finally:
+        con.close()
+    assert columns == [
+        ("issue_response_times", "hours_to_close", "DOUBLE"),
+        ("issue_response_times", "hours_to_first_response", "DOUBLE"),
+        ("open_prs_awaiting_review", "days_waiting", "DOUBLE"),
+        ("pr_review_times", "hours_to_first_review", "DOUBLE"),
+        ("pr_review_times", "hours_to_merge", "DOUBLE"),
+        ("stale_issues", "days_idle", "DOUBLE"),
+    ]
+
+    snapshot = ("--snapshot", str(sample_state.parent))
+    issues = run("sql", "SELECT handle, hours_to_first_response, hours_to_close "
+                 "FROM issue_response_times WHERE handle IN ('PyCQA/pycodestyle#700', "
+                 "'betamaxpy/betamax#150') ORDER BY 1", *snapshot)  # fmt: skip
+    assert issues.exit_code == 0, issues.output
+    assert issues.stdout == (  # answered 10 days 19:53:08 and closed 26:12:08 after opening
+        "handle                 hours_to_first_response  hours_to_close\n"
+        "---------------------  -----------------------  --------------\n"
+        "PyCQA/pycodestyle#700  259.89                   26.2\n"
+        "betamaxpy/betamax#150  12.34                    1.44\n"
+    )
+    merged = run("sql", "SELECT handle, hours_to_merge FROM pr_review_times WHERE handle IN "
+                 "('PyCQA/pycodestyle#714', 'heroku/heroku-connect-quickstart#5') ORDER BY 1",
+                 *snapshot, "--json")  # fmt: skip
+    assert json.loads(merged.stdout)["rows"] == [
+        {"handle": "PyCQA/pycodestyle#714", "hours_to_merge": 3.23},
+        {"handle": "heroku/heroku-connect-quickstart#5", "hours_to_merge": 23352.38},
+    ]
 
 
 def sql_blocks(text: str) -> list[str]:
