@@ -227,6 +227,34 @@ def test_the_views_give_durations_as_hours_and_days(sample_state, run):
     ]
 
 
+def test_every_exported_table_opens_with_its_columns_even_when_empty(sample_state, run,
+                                                                     isolated):  # fmt: skip
+    dest = isolated / "parquet"
+    result = run("export", "--format", "parquet", str(dest), "--snapshot",
+                 str(sample_state.parent), "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["partitioned"] is True  # sixteen repositories
+    assert report["tables"]["commits"] == report["tables"]["docs"] == 0  # no git source
+
+    con = duckdb.connect(str(sample_state), read_only=True)
+    try:
+        for table, count in report["tables"].items():
+            source = con.sql(f"SELECT * FROM {table}")
+            expected = list(zip(source.columns, map(str, source.types), strict=True))
+            if (dest / table).is_dir():  # hive partitioning puts repo last
+                glob = f"{dest}/{table}/**/*.parquet"
+                expected.sort(key=lambda column: column[0] == "repo")
+            else:
+                glob = f"{dest}/{table}.parquet"
+            back = duckdb.sql(f"SELECT * FROM read_parquet('{glob}', hive_partitioning = true)")
+            assert list(zip(back.columns, map(str, back.types), strict=True)) == expected, table
+            assert back.count("*").fetchall() == [(count,)], table
+    finally:
+        con.close()
+    assert sorted(p.name for p in (dest / "commits").iterdir()) == ["data_0.parquet"]
+
+
 def sql_blocks(text: str) -> list[str]:
     return re.findall(r"```sql\n(.*?)```", text, flags=re.S)
 

@@ -3,7 +3,10 @@
 One file (or one directory of files) per table, named after it. When the snapshot
 holds several repositories, tables with a `repo` column are written as hive-style
 partitions (`issues/repo=owner%2Fname/data_0.parquet`), which pandas, Polars,
-Spark and DuckDB read back as one table with its `repo` column.
+Spark and DuckDB read back as one table with its `repo` column (last, as hive
+partitioning puts it). A partitioned table with no rows has no partition to write: it
+is one empty file, `commits/data_0.parquet`, with the same columns in the same order,
+so `read_parquet('commits/**/*.parquet')` opens every table, empty or not.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import duckdb
 
 from ghindex.state.database import no_state
 from ghindex.vocabulary.tables import MIGRATION_LOG
+
+# The one file of a partitioned table with no rows (partitions live in repo=… folders).
+EMPTY_FILE = "data_0.parquet"
 
 
 @dataclass
@@ -38,15 +44,26 @@ def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportR
         split = repos > 1 if partition is None else partition
         report = ExportReport(dest=str(dest), partitioned=split)
         for name, has_repo in _relations(con):
-            target = dest / name if split and has_repo else dest / f"{name}.parquet"
-            options = "FORMAT parquet, OVERWRITE_OR_IGNORE true"
             if split and has_repo:
-                options += ", PARTITION_BY (repo)"
-            copy = f"COPY (SELECT * FROM {name}) TO '{_quoted(target)}' ({options})"
-            report.tables[name] = con.execute(copy).fetchone()[0]  # COPY answers its row count
+                schema_only = dest / name / EMPTY_FILE
+                schema_only.unlink(missing_ok=True)  # an earlier export's, when it had no rows
+                count = _copy(con, f"SELECT * FROM {name}", dest / name, "PARTITION_BY (repo)")
+                if not count:  # no partition was written: an empty file gives the schema
+                    schema_only.parent.mkdir(exist_ok=True)
+                    empty = f"SELECT * EXCLUDE (repo), repo FROM {name} LIMIT 0"
+                    _copy(con, empty, schema_only)
+            else:
+                count = _copy(con, f"SELECT * FROM {name}", dest / f"{name}.parquet")
+            report.tables[name] = count
     finally:
         con.close()
     return report
+
+
+def _copy(con, query: str, target: Path, *options: str) -> int:
+    """Write `query`'s rows as Parquet at `target`; COPY answers its row count."""
+    settings = ", ".join(["FORMAT parquet", "OVERWRITE_OR_IGNORE true", *options])
+    return con.execute(f"COPY ({query}) TO '{_quoted(target)}' ({settings})").fetchone()[0]
 
 
 def _relations(con) -> list[tuple[str, bool]]:
