@@ -4,6 +4,7 @@ own queries and schema reference."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -19,6 +20,7 @@ from ghindex.analysis import schema_doc
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.sample.demo import load_sample
 from testkit.github_server import (
+    as_response,
     comment_node,
     format_time,
     issue_node,
@@ -27,7 +29,7 @@ from testkit.github_server import (
     ref,
     review_node,
 )
-from testkit.state import rows
+from testkit.state import rows, settings_for, store_issues
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = parse_time("2024-03-04T10:00:00Z")  # a Monday
@@ -299,6 +301,75 @@ def test_the_python_api(sample_state, tmp_path):
         snap.close()
     with pytest.raises(Exception, match="no snapshot in"):
         gh.open(tmp_path / "nothing")
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def run_block(block: str) -> list:
+    """Run a documented Python block as written; the value of each expression statement."""
+    namespace: dict = {}
+    values = []
+    for statement in ast.parse(block).body:
+        if isinstance(statement, ast.Expr):
+            values.append(eval(compile(ast.Expression(statement.value), "<doc>", "eval"),
+                               namespace))  # fmt: skip
+        else:
+            exec(compile(ast.Module([statement], []), "<doc>", "exec"), namespace)
+    namespace["snap"].close()
+    return values
+
+
+@pytest.mark.slow
+def test_the_documented_python_examples_run_as_written(s3_store_url, isolated):
+    """The README's Python API example, whose store is s3://my-bucket/ghindex (here on a
+    local S3 server), and docs/analysis.md's, which reads the snapshot pulled to ./snap."""
+    import boto3
+    import pandas
+
+    import ghindex.api as gh
+    from ghindex.index.build import build
+    from ghindex.snapshot import Store, publish
+    from ghindex.state import items
+    from ghindex.state.database import open_state, transaction
+
+    settings = settings_for(isolated / "built")
+    store_issues(settings, [issue_node(n, title=f"Uploads time out, case {n}", createdAt=at(0),
+                                       updatedAt=at(n)) for n in (1, 2, 3)])  # fmt: skip
+    merged = pull_request_node(4, repo="octo/hello", title="Longer upload timeout",
+                               state="MERGED", merged=True, createdAt=at(1), mergedAt=at(31),
+                               updatedAt=at(31))  # fmt: skip
+    con = open_state(settings.state_path)
+    try:
+        with transaction(con):
+            items.save_pull_requests(con, "octo/hello", as_response([merged]))
+    finally:
+        con.close()
+    build(settings)
+    boto3.client("s3").create_bucket(Bucket="my-bucket")
+    publish(settings.workdir, Store("s3://my-bucket/ghindex"))
+
+    readme = (ROOT / "README.md").read_text().split("### Analysis", 1)[1]
+    frame, hits, scanned, context = run_block(python_blocks(readme)[0])
+    assert isinstance(frame, pandas.DataFrame)
+    assert list(frame.columns) == ["repo", "median(hours_to_merge)"]
+    assert frame.to_dict("records") == [{"repo": "octo/hello", "median(hours_to_merge)": 30.0}]
+    assert sorted(hit.handle for hit in hits) == ["octo/hello#1", "octo/hello#2", "octo/hello#3"]
+    assert scanned == []  # no item carries the label 'bug'
+    assert {p["url"] for p in context["passages"]} <= {
+        f"https://github.com/octo/hello/{kind}/{n}" for kind in ("issues", "pull") for n in range(5)
+    }  # fmt: skip
+    assert context["passages"]
+
+    gh.open("s3://my-bucket/ghindex", dest="snap").close()  # the ./snap it reads
+    analysis = python_blocks((ROOT / "docs" / "analysis.md").read_text())[0]
+    [weekly] = run_block(analysis)
+    assert isinstance(weekly, pandas.DataFrame)
+    assert weekly[["week", "issues_opened", "prs_opened", "prs_merged"]].to_dict("records") == [
+        {"week": pandas.Timestamp("2024-03-04"), "issues_opened": 3, "prs_opened": 1,
+         "prs_merged": 1},
+    ]  # fmt: skip
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -39,7 +39,8 @@ class Reader:
         return self.snapshot.connect()
 
     def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """A DuckDB relation: `.fetchall()`, `.df()` for pandas, `.pl()` for Polars."""
+        """A DuckDB relation: `.df()` for a pandas DataFrame, `.fetchall()` for tuples,
+        `.pl()` for Polars (when installed)."""
         return self.snapshot.relation(query, params)
 
     def search(
