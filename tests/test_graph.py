@@ -559,7 +559,8 @@ def test_related_without_a_state_says_what_to_run(run):
     result = run("related", f"{R}#1")
 
     assert result.exit_code == 1
-    assert "run `ghindex fetch` or `ghindex pull` first" in result.stderr
+    assert result.stderr.startswith("Error: no snapshot in ")
+    assert "`ghindex fetch` and `ghindex build` for your repositories" in result.stderr
 
 
 def test_fix_links_around_also_answers_for_the_other_ends(con):

@@ -12,4 +12,11 @@ __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    cli(prog_name="ghindex")
+    try:
+        cli(prog_name="ghindex")
+    except BrokenPipeError:  # the reader stopped early (`| head`): not a failure of ours
+        import os
+        import sys
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        sys.exit(0)

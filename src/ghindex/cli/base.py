@@ -12,6 +12,21 @@ from ghindex.cli.output import configure_logging
 from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
 from ghindex.errors import GhindexError
 
+DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
+
+
+def repo_values(_ctx: click.Context, _param: click.Parameter, value):
+    """--repo checked as it is parsed: a malformed one is a usage error (exit 2)."""
+    from ghindex.config import parse_repo
+
+    values = value if isinstance(value, tuple) else (value,) if value else ()
+    try:
+        parsed = tuple(parse_repo(v) for v in values)
+    except GhindexError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return parsed if isinstance(value, tuple) else (parsed[0] if parsed else None)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
 git_option = click.option(
@@ -88,7 +103,7 @@ class _Group(click.Group):
             if ctx.obj is not None and ctx.obj.debug:
                 raise
             raise click.ClickException(str(exc)) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
             raise
         except Exception as exc:
             if ctx.obj is not None and ctx.obj.debug:
@@ -136,7 +151,8 @@ def open_for_query(obj: Context, snapshot: str | None, store: str | None):
 
 
 def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path:
-    """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store)."""
+    """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store,
+    or the demo's snapshot while WORKDIR holds nothing of its own: see `workdir_root`)."""
     if snapshot and store:
         raise click.UsageError("give --snapshot or --store, not both")
     from ghindex.snapshot.local import live_root
@@ -148,4 +164,31 @@ def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path
         from ghindex.snapshot import Store, pull
 
         pull(Store(settings.store), settings.workdir)
-    return settings.root
+    return workdir_root(settings)
+
+
+def workdir_root(settings: Settings) -> Path:
+    """WORKDIR's current snapshot, or the demo's while WORKDIR holds nothing of its own
+    (see `demo_root`; said on stderr)."""
+    demo = demo_root(settings)
+    if demo is None:
+        return settings.root
+    click.echo(
+        f"reading the demo snapshot in {settings.workdir / DEMO_DIR} ({settings.workdir} "
+        "holds no data of its own yet)",
+        err=True,
+    )
+    return demo
+
+
+def demo_root(settings: Settings) -> Path | None:
+    """The snapshot `ghindex demo` built in WORKDIR/demo, when WORKDIR holds no fetch,
+    build or pull of its own: then the commands read it, so those the demo suggests work
+    as typed. The demo never writes outside WORKDIR/demo, and real data always wins."""
+    from ghindex.snapshot.layout import MANIFEST, SNAPSHOT_NAMES
+    from ghindex.snapshot.local import live_root
+
+    if any((settings.root / name).exists() for name in SNAPSHOT_NAMES):
+        return None
+    demo = live_root(settings.workdir / DEMO_DIR)
+    return demo if (demo / MANIFEST).exists() else None

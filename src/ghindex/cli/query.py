@@ -6,7 +6,16 @@ from pathlib import Path
 
 import click
 
-from ghindex.cli.base import Context, cli, json_option, open_for_query, snapshot_options
+from ghindex.cli.base import (
+    DEMO_DIR,
+    Context,
+    cli,
+    demo_root,
+    json_option,
+    open_for_query,
+    snapshot_options,
+    workdir_root,
+)
 from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
 from ghindex.config import Settings
 from ghindex.query.filters import MODES, SORTS
@@ -178,11 +187,25 @@ def context(
         click.echo(context_text(body))
 
 
+# what the demo suggests next, each runnable as printed
+DEMO_NEXT = (
+    'search{flag} "your question"',
+    "show{flag} sigmavirus24/github3.py#785",
+    "related{flag} sigmavirus24/github3.py#785",
+    'sql{flag} "SELECT repo, count(*) AS issues FROM issues GROUP BY repo ORDER BY 2 DESC"',
+    "status{flag}",
+    "export{flag} ./ghindex-export",
+    "report{flag}",
+    "serve{flag}                      # the MCP server, for an agent",
+)
+
+
 @cli.command()
 @click.option(
     "--dest",
     type=click.Path(file_okay=False),
-    help="Where to build the demo snapshot (default: WORKDIR/demo).",
+    help="Where to build the demo snapshot (default: WORKDIR/demo, which the other "
+    "commands read while WORKDIR holds no data of its own).",
 )
 @json_option
 @click.pass_obj
@@ -200,7 +223,7 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
 
     base = obj.settings()
     settings = Settings(
-        workdir=Path(dest) if dest else base.workdir / "demo",
+        workdir=Path(dest) if dest else base.workdir / DEMO_DIR,
         graphql_url=base.graphql_url,
         model=base.model,
         precision=base.precision,
@@ -224,7 +247,12 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
             f"\n$ ghindex search {response.query!r} --mode {response.mode} {filters}".rstrip()
         )
         click.echo(search_text(response))
-    click.echo(f'\nTry your own: ghindex search --snapshot {settings.workdir} "your question"')
+    reads_demo = dest is None and demo_root(base) is not None
+    flag = "" if reads_demo else f" --snapshot {settings.workdir}"
+    reason = f" ({base.workdir} holds no data of its own, so commands read the demo)"
+    click.echo(f"\nNext, as typed{reason if reads_demo else ''}:")
+    for command in DEMO_NEXT:
+        click.echo(f"  ghindex {command.format(flag=flag)}")
 
 
 @cli.command()
@@ -405,10 +433,11 @@ def serve(
         holder.sync.store, holder.sync.interval = settings.store, sync_interval
         holder.start()
     else:
-        root = live_root(Path(snapshot or settings.workdir)).resolve()
+        root = (live_root(Path(snapshot)) if snapshot else workdir_root(settings)).resolve()
         # A pulled snapshot is never written to, so its state can stay open; the
-        # workdir is where fetch and build write, so it is opened per request.
-        immutable = root != settings.root.resolve()
+        # workdir (and its demo) is where fetch, build and demo write: opened per request.
+        written = {settings.root.resolve(), live_root(settings.workdir / DEMO_DIR).resolve()}
+        immutable = root not in written
         holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
         run(holder, transport=transport, host=host, port=port, token=token,

@@ -68,6 +68,8 @@ class Searcher:
         link_weight: float = LINK_WEIGHT,
     ) -> None:
         self.link_weight = link_weight  # 0: rank by text alone (the eval harness compares)
+        if not Path(lance_path).is_dir():  # connecting would make it: a reader makes nothing
+            raise IndexUnusable(f"no index at {lance_path}: run `ghindex build` first")
         db = index.connect(lance_path)
         if index.CHUNKS not in index.table_names(db):
             raise IndexUnusable(f"no index at {lance_path}: run `ghindex build` first")

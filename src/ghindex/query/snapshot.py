@@ -27,20 +27,21 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ghindex.errors import GhindexError, SnapshotError
 from ghindex.query.filters import SORTS, Filters
 from ghindex.query.hits import SearchResponse
-from ghindex.query.search import Searcher
-from ghindex.snapshot.layout import MANIFEST, SnapshotFiles
+from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, SNAPSHOT_NAMES, SnapshotFiles
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.state.database import LOCK_WAIT, no_state
 
-NOT_BUILT = "no snapshot in {}: run `ghindex build` or `ghindex pull` first"
+if TYPE_CHECKING:  # the index and its libraries load only for what reads it (search)
+    from ghindex.query.search import Searcher
+
 DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
 
@@ -86,7 +87,9 @@ class Snapshot(SnapshotFiles):
             given = Path(dest or ".ghindex/snapshot")
             pull(Store(text), given)
         root = live_root(given)
-        if built and not (root / MANIFEST).exists():
+        if not any((root / name).exists() for name in SNAPSHOT_NAMES) or (
+            built and not (root / MANIFEST).exists()
+        ):
             raise SnapshotError(NOT_BUILT.format(given))
         return cls(root, source=given, **options)
 
@@ -151,6 +154,10 @@ class Snapshot(SnapshotFiles):
         """The index's retrievers, opened on first use."""
         with self._lock:
             if self._searcher is None:
+                if not self.lance_path.exists() and not self.state_path.exists():
+                    raise SnapshotError(NOT_BUILT.format(self.source))
+                from ghindex.query.search import Searcher
+
                 state = self.state if self.state_path.exists() else None
                 self._searcher = Searcher(
                     self.lance_path, state=state, reranker_factory=self._reranker_factory
@@ -292,8 +299,9 @@ class Snapshot(SnapshotFiles):
 
         return export(self.state_path, Path(dest), partition=partition)
 
-    def report(self) -> str:
-        """A self-contained HTML page with charts of the project's flow."""
+    def report(self):
+        """A self-contained HTML page with charts of the project's flow (`.html`), and
+        counts of what it shows."""
         from ghindex.analysis.report import render
 
         return render(self.state_path)

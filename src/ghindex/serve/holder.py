@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ghindex.errors import GhindexError, first_line
-from ghindex.query.snapshot import NOT_BUILT, Snapshot
+from ghindex.errors import GhindexError, SnapshotError, first_line
+from ghindex.query.snapshot import Snapshot
 from ghindex.serve.state_copy import StateCopy
-from ghindex.snapshot.layout import MANIFEST, STATE_FILE
+from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, STATE_FILE
 from ghindex.snapshot.local import in_use, live_root
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ class SnapshotHolder:
     _reopening: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _failure: Exception | None = None  # why the last sync failed
 
     @contextlib.contextmanager
     def use(self) -> Iterator[ServedSnapshot]:
@@ -183,8 +184,11 @@ class SnapshotHolder:
             pull(self.store, self.cache, ref=ref, say=log.warning)
             self.replace(open_snapshot(self.cache, immutable=True))
         except Exception as exc:  # a failed sync must never stop serving
+            self._failure = exc
             self.sync.last_error = first_line(exc)
-            log.warning("sync failed, still serving %s: %s", self._current_id(), exc)
+            serving = self._current_id()
+            serving = f"still serving {serving}" if serving else "nothing to serve yet"
+            log.warning("sync failed, %s: %s", serving, exc)
             return False
         self.sync.last_success, self.sync.last_error = now, None
         self.sync.syncs += 1
@@ -193,11 +197,24 @@ class SnapshotHolder:
 
     def start(self) -> None:
         """Sync now, then every `interval` seconds in a background thread. When the store
-        cannot be read, the copy a previous run left in the cache is served meanwhile."""
+        cannot be read, the copy a previous run left in the cache is served meanwhile;
+        with no such copy either, the store's error is raised (a typo in its URL, a
+        missing bucket, no credentials): there would be nothing to serve. A store that
+        holds no snapshot yet is served empty until one is published."""
+        self._failure = None
         self.sync_once()
         if self.current is None and self.cache is not None:
             with contextlib.suppress(NoSnapshot, GhindexError, OSError):
                 self.replace(open_snapshot(self.cache, immutable=True))
+        if self.current is None and self._failure is not None:
+            failure = self._failure
+            raise (
+                failure
+                if isinstance(failure, GhindexError)
+                else SnapshotError(
+                    f"cannot read {self.sync.store or 'the store'}: {first_line(failure)}"
+                )
+            )
         self._thread = threading.Thread(target=self._loop, name="ghindex-sync", daemon=True)
         self._thread.start()
 

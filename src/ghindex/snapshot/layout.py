@@ -50,6 +50,10 @@ STATE_FILE = "state.duckdb"
 INDEX_DIR = "lance"
 # What a snapshot directory holds at its top level, and nothing else.
 SNAPSHOT_NAMES = (STATE_FILE, INDEX_DIR, MANIFEST)
+NOT_BUILT = (
+    "no snapshot in {}: run `ghindex demo` for the sample, `ghindex fetch` and `ghindex "
+    "build` for your repositories, or `ghindex pull --store URL`"
+)
 
 
 class SnapshotFiles:

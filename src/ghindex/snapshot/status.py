@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import SnapshotError
-from ghindex.snapshot.layout import MANIFEST, Manifest
+from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, Manifest
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
@@ -18,9 +18,7 @@ def local_status(given: Path) -> dict[str, Any]:
     root = live_root(given)
     path = root / MANIFEST
     if not path.exists():
-        raise SnapshotError(
-            f"no snapshot or build in {given}: run `ghindex build` or `ghindex pull`"
-        )
+        raise SnapshotError(NOT_BUILT.format(given))
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:

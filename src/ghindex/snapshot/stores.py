@@ -75,9 +75,7 @@ class Store:
             return self._remote
         if self._local is None:
             if not self.local_root.is_dir():
-                raise ConfigError(
-                    f"store {self.url} is not a directory: check the path (publish creates it)"
-                )
+                raise ConfigError(f"no store at {self.url}: check the path (publish creates it)")
             self._local = LocalStore(str(self.local_root))
         return self._local
 
@@ -160,6 +158,19 @@ class Store:
             raise self._error("delete", path, exc) from None
 
     def _error(self, action: str, path: str, exc: Exception) -> SnapshotError:
+        text = str(exc)
+        # listing answers 404 only for a bucket (or container) that does not exist
+        if (
+            "NoSuchBucket" in text
+            or "ContainerNotFound" in text
+            or (action == "list" and "404 Not Found" in text)
+        ):
+            return SnapshotError(f"bucket not found: {shown(self.url)}: check the store URL")
+        if "403 Forbidden" in text or "AccessDenied" in text or "AuthorizationFailure" in text:
+            return SnapshotError(
+                f"access denied to {shown(self.url)}: check the credentials in the environment "
+                "and the bucket's permissions"
+            )
         return SnapshotError(
             f"cannot {action} {path} in {shown(self.url)}: {first_line(exc)} "
             "(check the store URL and the credentials in the environment)"

@@ -1,0 +1,136 @@
+"""A newcomer's first minutes, as the README tells them: `ghindex demo` in a fresh
+directory, then every command the demo suggests, typed exactly as it prints them, each
+in its own process with no extra flag; the MCP server answers a real client session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import duckdb
+import mcp
+import pytest
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+pytestmark = pytest.mark.slow
+
+
+def ghindex(args: list[str], cwd, env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ghindex", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A fresh directory after `ghindex demo`, and the environment a newcomer has (no
+    GHINDEX_* settings but the test's own cache of the exported query encoder)."""
+    home = tmp_path_factory.mktemp("newcomer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GHINDEX_", "GITHUB"))}
+    env.update(HF_HUB_OFFLINE="1", GHINDEX_CACHE_DIR=os.environ["GHINDEX_CACHE_DIR"])
+    demo = ghindex(["demo"], home, env)
+    assert demo.returncode == 0, demo.stderr
+    return home, env, demo.stdout
+
+
+def suggested(stdout: str) -> list[list[str]]:
+    """The commands the demo's last lines suggest, as a shell would split them."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Next, as typed"))
+    commands = [shlex.split(line.split("  #")[0]) for line in lines[start + 1 :]]
+    assert all(c[0] == "ghindex" for c in commands)
+    return [c[1:] for c in commands]
+
+
+def test_the_demo_builds_in_its_own_directory_and_says_the_next_commands_work_as_typed(fresh):
+    home, _env, stdout = fresh
+    assert sorted(p.name for p in (home / ".ghindex").iterdir()) == ["demo"]
+    assert "Next, as typed (.ghindex holds no data of its own, so commands read the demo):" in (
+        stdout
+    )
+    assert [c[0] for c in suggested(stdout)] == [
+        "search", "show", "related", "sql", "status", "export", "report", "serve",
+    ]  # fmt: skip
+    assert not any("--snapshot" in c for c in suggested(stdout))
+
+
+def test_every_suggested_read_command_succeeds_as_typed(fresh):
+    home, env, stdout = fresh
+    outputs = {}
+    for command in suggested(stdout):
+        if command[0] == "serve":
+            continue  # below, with a client
+        done = ghindex(command, home, env)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stderr.splitlines()[0] == (
+            "reading the demo snapshot in .ghindex/demo (.ghindex holds no data of its own yet)"
+        )
+        assert "None" not in done.stdout.split() and "Error" not in done.stderr
+        outputs[command[0]] = done.stdout
+    assert outputs["search"].startswith(" 1. ")
+    assert outputs["show"].splitlines()[0] == "sigmavirus24/github3.py#785  (pull_request, closed)"
+    assert "closes    sigmavirus24/github3.py#784" in outputs["related"]
+    assert outputs["sql"].splitlines()[2].split() == ["betamaxpy/betamax", "83"]
+    assert "source    .ghindex/demo" in outputs["status"]
+    exported = str(home / "ghindex-export" / "issues" / "**" / "*.parquet")
+    with duckdb.connect() as con:
+        assert con.execute("SELECT count(*) FROM read_parquet(?)", [exported]).fetchall() == [
+            (223,)
+        ]
+    assert (home / "report.html").stat().st_size > 10_000
+    # reading made nothing in the workdir beside the demo
+    assert sorted(p.name for p in (home / ".ghindex").iterdir()) == ["demo"]
+
+
+def test_serve_as_typed_answers_an_mcp_client(fresh):
+    home, env, _stdout = fresh
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "ghindex", "serve"], env=env, cwd=str(home)
+    )
+
+    async def session(errlog):
+        async with mcp.Client(stdio_client(params, errlog=errlog)) as client:
+            found = await client.call_tool("search", {"query": "thread safe cassettes"})
+            status = await client.call_tool("status", {})
+            return found, status
+
+    with open(home / "serve-stderr.txt", "w") as errlog:
+        found, status = asyncio.run(session(errlog))
+
+    assert not found.is_error, found.content
+    assert found.structured_content["results"][0]["handle"].startswith("betamaxpy/betamax#")
+    assert status.structured_content["status"] == "serving"
+    assert "Traceback" not in (home / "serve-stderr.txt").read_text()
+
+
+def test_with_data_of_its_own_the_workdir_wins_over_the_demo(fresh, tmp_path):
+    home, env, _stdout = fresh
+    own = tmp_path / "own"
+    (own / ".ghindex").mkdir(parents=True)
+    os.symlink(home / ".ghindex" / "demo", own / ".ghindex" / "demo")
+    built = ghindex(["demo", "--dest", str(own / ".ghindex"), "--json"], own, env)
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["workdir"] == str(own / ".ghindex")
+
+    done = ghindex(["status"], own, env)
+
+    assert done.returncode == 0, done.stderr
+    assert "reading the demo" not in done.stderr
+    assert "source    .ghindex\n" in done.stdout
+
+
+def test_reading_commands_in_an_empty_directory_make_nothing_and_say_what_to_do(fresh, tmp_path):
+    _home, env, _stdout = fresh
+    for command in (["search", "anything"], ["status"], ["sql", "SELECT 1"], ["show", "o/r#1"]):
+        done = ghindex(command, tmp_path, env)
+        assert done.returncode == 1, command
+        assert done.stderr.strip().splitlines()[-1] == (
+            "Error: no snapshot in .ghindex: run `ghindex demo` for the sample, `ghindex fetch` "
+            "and `ghindex build` for your repositories, or `ghindex pull --store URL`"
+        ), command
+    assert list(tmp_path.iterdir()) == []
