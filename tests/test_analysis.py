@@ -5,11 +5,14 @@ own queries and schema reference."""
 from __future__ import annotations
 
 import ast
+import html
+import itertools
 import json
 import re
 import shutil
 import struct
 import subprocess
+import zlib
 from datetime import timedelta
 from pathlib import Path
 
@@ -372,19 +375,170 @@ def test_the_documented_python_examples_run_as_written(s3_store_url, isolated):
     ]  # fmt: skip
 
 
-def png_size(path: Path) -> tuple[int, int]:
-    header = path.read_bytes()[:24]
-    assert header[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", header[16:24])
+def test_report_json_says_what_the_page_shows(sample_state, run, tmp_path):
+    out = tmp_path / "report.html"
+    snapshot = ("--snapshot", str(sample_state.parent))
+
+    result = run("report", "--out", str(out), *snapshot, "--json")
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    page = out.read_text(encoding="utf-8")
+    assert shown == {
+        "path": str(out),
+        "bytes": out.stat().st_size,
+        "repositories": 16,
+        "facts": {"issues": 223, "open_issues": 74, "pull_requests": 169,
+                  "open_pull_requests": 48, "comments": 217, "reviews": 7},
+        "charts": {"flow_months": 113, "time_to_close": 149, "time_to_first_response": 79,
+                   "time_to_first_review": 2},
+        "tables": {"open_prs_awaiting_review": 15, "stale_issues": 15, "top_reviewers": 3,
+                   "top_commenters": 10},
+        "links": 30,
+    }  # fmt: skip
+    assert page.count('<a href="https://github.com/') == shown["links"]
+    documented = re.search(r"```json\n(.*?)```", (ROOT / "docs" / "analysis.md").read_text(),
+                           flags=re.S)[1]  # fmt: skip
+    assert json.loads(documented) | {"path": shown["path"]} == shown | {"bytes": 21480}
+    assert page.count("<tr>") - page.count("<thead>") == sum(shown["tables"].values())
+    # for people: the file written, and nothing else on stdout
+    assert run("report", "--out", str(out), *snapshot).stdout == f"{out}\n"
+
+
+def test_report_axis_ticks_are_four_to_six_round_counts():
+    from ghindex.analysis.report import ticks
+
+    assert ticks(0) == [0, 1, 2, 3]
+    assert ticks(5) == [0, 1, 2, 3, 4, 5]
+    assert ticks(36) == [0, 10, 20, 30, 40]
+    assert ticks(101) == [0, 50, 100, 150]
+    assert ticks(2400) == [0, 500, 1000, 1500, 2000, 2500]
+    for top in range(5000):
+        axis = ticks(top)
+        assert 4 <= len(axis) <= 6 and axis[-1] >= top and axis[0] == 0, top
+        assert str(axis[1]).lstrip("125").strip("0") == "", top  # 1, 2 or 5 times 10^n
+
+
+def test_report_links_items_only_to_github_or_their_own_host(tmp_path):
+    from ghindex.analysis.report import render
+    from ghindex.state import items
+    from ghindex.state.database import open_state, transaction
+    from testkit.github_server import repository_node
+
+    def stale(number, repo, url, title="Old"):
+        return issue_node(number, repo=repo, title=title, url=url, createdAt=at(-9000),
+                          updatedAt=at(-9000))  # fmt: skip
+
+    hub = [
+        stale(1, "octo/hub", "https://github.com/octo/hub/issues/1"),
+        stale(2, "octo/hub", "javascript:alert(document.cookie)"),
+        stale(3, "octo/hub", "https://evil.example/octo/hub/issues/3"),
+        stale(4, "octo/hub", 'https://github.com/octo/hub/issues/4"><script>x</script>',
+              title="<img src=x onerror=alert(1)>"),
+        stale(5, "octo/hub", "https://ghe.example.com/corp/tool/issues/5"),
+        stale(6, "octo/hub", "data:text/html,<script>alert(1)</script>"),
+    ]  # fmt: skip
+    enterprise = [  # a GitHub Enterprise Server repository: its own host is fine
+        stale(7, "corp/tool", "https://ghe.example.com/corp/tool/issues/7"),
+        stale(8, "corp/tool", "ftp://ghe.example.com/corp/tool/issues/8"),
+    ]
+    state = tmp_path / "state.duckdb"
+    con = open_state(state)
+    try:
+        with transaction(con):
+            items.save_repository(con, repository_node("octo/hub"))
+            items.save_issues(con, "octo/hub", as_response(hub))
+            tool = repository_node("corp/tool", url="https://ghe.example.com/corp/tool")
+            items.save_repository(con, tool)
+            items.save_issues(con, "corp/tool", as_response(enterprise))
+    finally:
+        con.close()
+
+    report = render(state)
+
+    hrefs = re.findall(r'<a href="([^"]*)">([^<]*)</a>', report.html)
+    assert hrefs == [  # equally idle: in handle order
+        ("https://ghe.example.com/corp/tool/issues/7", "corp/tool#7"),
+        ("https://github.com/octo/hub/issues/1", "octo/hub#1"),
+        ("https://github.com/octo/hub/issues/4&quot;&gt;&lt;script&gt;x&lt;/script&gt;",
+         "octo/hub#4"),
+    ]  # fmt: skip
+    assert report.links == 3 and report.tables["stale_issues"] == 8
+    for unsafe in ("javascript:", "evil.example", "<script>", "data:", "ftp:", "<img"):
+        assert unsafe not in report.html, unsafe
+    assert "&lt;img src=x onerror=alert(1)&gt;" in report.html
+
+
+def png_rows(path: Path) -> tuple[int, int, list[bytes]]:
+    """Width, height and RGB rows of an 8-bit, non-interlaced RGB or RGBA PNG (what
+    Chromium writes), decoded with zlib alone."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at_byte, packed, header = 8, b"", None
+    while at_byte < len(data):
+        length, kind = struct.unpack(">I4s", data[at_byte : at_byte + 8])
+        body = data[at_byte + 8 : at_byte + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            packed += body
+        at_byte += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and interlace == 0 and colour in (2, 6), header
+    size = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(packed), width * size
+    previous, rows = bytearray(stride), []
+    for y in range(height):
+        start = y * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for x in range(stride):
+            left = line[x - size] if x >= size else 0
+            up, corner = previous[x], previous[x - size] if x >= size else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 255
+            elif kind == 2:
+                line[x] = (line[x] + up) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 255
+            elif kind == 4:
+                guess = left + up - corner
+                near = min((abs(guess - left), 0, left), (abs(guess - up), 1, up),
+                           (abs(guess - corner), 2, corner))[2]  # fmt: skip
+                line[x] = (line[x] + near) & 255
+        rows.append(bytes(b for i, b in enumerate(line) if i % size < 3))
+        previous = line
+    return width, height, rows
+
+
+# Run in a copy of the report (the report itself has no script): where things were drawn.
+MEASURE = """<script>
+const box = (e) => e.getBoundingClientRect();
+const content = [...document.body.children].filter((e) => e.tagName !== "SCRIPT");
+const measured = {
+  height: document.documentElement.scrollHeight,
+  bottom: box(content[content.length - 1]).bottom + window.scrollY,
+  ticks: [...document.querySelectorAll("svg text.y-tick")].map(
+    (e) => [e.textContent, box(e).top, box(e).bottom, box(e).width]),
+  links: [...document.querySelectorAll("a")].map((a) => a.getAttribute("href")),
+  items: document.querySelectorAll("table.items tbody tr").length,
+  svgs: [...document.querySelectorAll("svg")].map((s) => [
+    box(s).height, s.getBBox().height * box(s).width / s.viewBox.baseVal.width]),
+};
+const pre = document.createElement("pre");
+pre.id = "measured";
+pre.textContent = JSON.stringify(measured);
+document.body.append(pre);
+</script>"""
 
 
 @pytest.mark.slow
 def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
     out = tmp_path / "report.html"
-    result = run("report", "--out", str(out), "--snapshot", str(sample_state.parent))
+    result = run("report", "--out", str(out), "--snapshot", str(sample_state.parent), "--json")
     assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
     page = out.read_text()
-    assert page.count("<svg") == 4
+    assert page.count("<svg") == 4 and "<script" not in page
     assert "http://" not in page and "https://" not in page.replace("https://github.com/", "")
     for title in ("Issue and pull request flow", "Time to close an issue",
                   "Pull request review latency"):  # fmt: skip
@@ -393,13 +547,35 @@ def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium package is not installed (.ci/run installs it)")
+    browse = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking", "--disable-component-update",
+              "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+              "--window-size=900,1400"]  # fmt: skip
     shot = tmp_path / "report.png"
-    subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=900,1400",
-         f"--screenshot={shot}", out.as_uri()],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert png_size(shot) == (900, 1400)
-    assert shot.stat().st_size > 20_000  # a blank page compresses to a few KB
+    subprocess.run([*browse, f"--screenshot={shot}", out.as_uri()], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    width, height, pixels = png_rows(shot)
+    assert (width, height) == (900, 1400)
+    background = {row[: 3 * (width - 20)] for row in pixels[2 * height // 3 :]}  # no scrollbar
+    assert background != {b"\xff" * 3 * (width - 20)}, "the bottom third of the window is blank"
+
+    measuring = tmp_path / "measure.html"
+    measuring.write_text(page.replace("</body>", MEASURE + "</body>"))
+    dom = subprocess.run([*browse, "--dump-dom", measuring.as_uri()], check=True,
+                         capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    drawn = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom)[1]))
+    # the monthly chart's y-axis: round counts up to above the busiest month's 36,
+    # each label visible and clear of the next
+    assert [label for label, *_ in drawn["ticks"]] == ["0", "10", "20", "30", "40"]
+    for (_, top_below, _, width_below), (_, _, bottom_above, _) in itertools.pairwise(
+        drawn["ticks"]
+    ):
+        assert width_below > 0 and bottom_above <= top_below, drawn["ticks"]
+    # every listed item links to its page on GitHub
+    assert len(drawn["links"]) == drawn["items"] == shown["links"] == 30
+    assert all(link.startswith("https://github.com/") for link in drawn["links"])
+    # nothing blank: the page ends with its last table (plus the body's 2rem margin), and
+    # every chart's drawing fills most of the box it takes
+    assert drawn["height"] - drawn["bottom"] <= 40, drawn
+    for box_height, drawn_height in drawn["svgs"]:
+        assert drawn_height >= 0.7 * box_height, drawn["svgs"]

@@ -78,7 +78,7 @@ class Reader:
 
     def report(self) -> str:
         """The HTML report, as a string."""
-        return self.snapshot.report()
+        return self.snapshot.report().html
 
     def close(self) -> None:
         self.snapshot.close()

@@ -2,16 +2,22 @@
 
 Charts are inline SVG drawn here from the state database's views (no scripts, no
 fonts or styles fetched from anywhere), so the file opens offline in any browser
-and can be attached to an email or published as a CI artifact.
+and can be attached to an email or published as a CI artifact. The issues and pull
+requests it lists link to their pages: only http(s) links to github.com or to the
+host of the item's own repository (GitHub Enterprise Server) are written.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -33,11 +39,31 @@ h1 { font-size: 1.5rem } h2 { font-size: 1.1rem; margin-top: 2rem }
 .fact b { display: block; font-size: 1.3rem } .fact span { color: #555 }
 table { border-collapse: collapse; width: 100%; font-size: 13px }
 td, th { border-bottom: 1px solid #ddd; padding: 4px; text-align: left }
+.items td:not(:nth-child(2)) { white-space: nowrap }
 svg text { font: 11px system-ui, sans-serif; fill: #333 } .note { color: #555 }
 """
+# Where an item's link may point: GitHub, or its own repository's host (Enterprise Server).
+LINK_SCHEMES = ("https", "http")
+GITHUB_HOST = "github.com"
 
 
-def render(state: Path) -> str:
+@dataclass
+class Report:
+    """The page, and what it shows (counted for `ghindex report --json`)."""
+
+    html: str
+    repositories: int = 0
+    facts: dict[str, int] = field(default_factory=dict)
+    charts: dict[str, int] = field(default_factory=dict)  # months or durations drawn
+    tables: dict[str, int] = field(default_factory=dict)  # rows listed
+    links: int = 0  # listed items that link to their page
+
+    def shows(self) -> dict[str, Any]:
+        return {"repositories": self.repositories, "facts": self.facts, "charts": self.charts,
+                "tables": self.tables, "links": self.links}  # fmt: skip
+
+
+def render(state: Path) -> Report:
     if not state.exists():
         raise no_state(state)
     con = duckdb.connect(str(state), read_only=True)
@@ -47,23 +73,39 @@ def render(state: Path) -> str:
         con.close()
 
 
-def _page(con) -> str:
+def _page(con) -> Report:
     repos = [r for (r,) in con.execute("SELECT repo FROM repos ORDER BY 1").fetchall()]
-    counts = dict(
+    report = Report(html="", repositories=len(repos))
+    report.facts = dict(
         con.execute(
             "SELECT 'issues', count(*) FROM issues UNION ALL "
-            "SELECT 'open issues', count(*) FROM issues WHERE state = 'OPEN' UNION ALL "
-            "SELECT 'pull requests', count(*) FROM pull_requests UNION ALL "
-            "SELECT 'open pull requests', count(*) FROM pull_requests WHERE state = 'OPEN' "
+            "SELECT 'open_issues', count(*) FROM issues WHERE state = 'OPEN' UNION ALL "
+            "SELECT 'pull_requests', count(*) FROM pull_requests UNION ALL "
+            "SELECT 'open_pull_requests', count(*) FROM pull_requests WHERE state = 'OPEN' "
             "UNION ALL SELECT 'comments', count(*) FROM comments UNION ALL "
             "SELECT 'reviews', count(*) FROM reviews"
         ).fetchall()
     )
+    # every month from the first to the last, quiet ones as zeros, so time runs evenly
     monthly = con.execute(
-        "SELECT strftime(date_trunc('month', week), '%Y-%m') AS month, sum(issues_opened), "
-        "sum(issues_closed), sum(prs_opened), sum(prs_merged) "
-        "FROM weekly_activity GROUP BY 1 ORDER BY 1"
+        "WITH months AS (SELECT date_trunc('month', week) AS month, sum(issues_opened) AS a, "
+        "sum(issues_closed) AS b, sum(prs_opened) AS c, sum(prs_merged) AS d "
+        "FROM weekly_activity GROUP BY 1), "
+        "span AS (SELECT unnest(generate_series(min(month), max(month), INTERVAL 1 MONTH)) "
+        "AS month FROM months) "
+        "SELECT strftime(span.month, '%Y-%m'), coalesce(a, 0), coalesce(b, 0), "
+        "coalesce(c, 0), coalesce(d, 0) FROM span LEFT JOIN months USING (month) ORDER BY 1"
     ).fetchall()
+    report.charts["flow_months"] = len(monthly)
+    durations = {
+        "time_to_close": "SELECT hours_to_close FROM issue_response_times",
+        "time_to_first_response": "SELECT hours_to_first_response FROM issue_response_times",
+        "time_to_first_review": "SELECT hours_to_first_review FROM pr_review_times",
+    }
+    hours = {name: _hours(con, sql) for name, sql in durations.items()}
+    report.charts.update({name: len(values) for name, values in hours.items()})
+    repo_urls = con.execute("SELECT repo, url FROM repos").fetchall()
+    hosts = {repo: _host(url) for repo, url in repo_urls}
     sections = [
         _section(
             "Issue and pull request flow, per month",
@@ -77,50 +119,56 @@ def _page(con) -> str:
                 },
             ),
         ),
-        _section(
-            "Time to close an issue",
-            *_distribution(_hours(con, "SELECT hours_to_close FROM issue_response_times")),
-        ),
+        _section("Time to close an issue", *_distribution(hours["time_to_close"])),
         _section(
             "Time to the first response on an issue",
-            *_distribution(_hours(con, "SELECT hours_to_first_response FROM issue_response_times")),
+            *_distribution(hours["time_to_first_response"]),
         ),
         _section(
             "Pull request review latency (time to the first review)",
-            *_distribution(_hours(con, "SELECT hours_to_first_review FROM pr_review_times")),
+            *_distribution(hours["time_to_first_review"]),
         ),
         _section(
             "Open pull requests awaiting review (oldest first)",
-            _table(
-                con,
-                "SELECT handle, title, author, CAST(created_at AS DATE) AS opened "
-                "FROM open_prs_awaiting_review LIMIT 15",
+            _items(
+                report, "open_prs_awaiting_review", con, hosts,
+                "SELECT repo, url, handle, title, author, CAST(created_at AS DATE) AS opened, "
+                "days_waiting AS \"days waiting\" FROM open_prs_awaiting_review LIMIT 15",
+            ),
+        ),
+        _section(
+            "Open issues idle for 90 days or more (longest first)",
+            _items(
+                report, "stale_issues", con, hosts,
+                "SELECT repo, url, handle, title, author, CAST(updated_at AS DATE) AS "
+                "\"last activity\", days_idle AS \"days idle\" FROM stale_issues LIMIT 15",
             ),
         ),
         _section(
             "Top reviewers",
             _table(
-                con,
-                "SELECT repo, author, reviews, approvals, changes_requested "
-                "FROM top_reviewers ORDER BY reviews DESC LIMIT 10",
+                report, "top_reviewers", con,
+                "SELECT repo, author, reviews, approvals, "
+                "changes_requested AS \"changes requested\" "
+                "FROM top_reviewers ORDER BY reviews DESC, repo, author LIMIT 10",
             ),
         ),
         _section(
             "Top commenters",
             _table(
-                con,
+                report, "top_commenters", con,
                 "SELECT repo, author, comments, threads FROM top_commenters "
-                "ORDER BY comments DESC LIMIT 10",
+                "ORDER BY comments DESC, repo, author LIMIT 10",
             ),
         ),
-    ]
+    ]  # fmt: skip
     facts = "".join(
-        f"<div class=fact><b>{n:,}</b><span>{html.escape(k)}</span></div>"
-        for k, n in counts.items()
+        f"<div class=fact><b>{n:,}</b><span>{html.escape(k.replace('_', ' '))}</span></div>"
+        for k, n in report.facts.items()
     )
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = ", ".join(repos[:3]) + (f" and {len(repos) - 3} more" if len(repos) > 3 else "")
-    return f"""<!doctype html>
+    report.html = f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8>
 <meta name=viewport content="width=device-width, initial-scale=1">
 <title>ghindex report: {html.escape(title)}</title>
@@ -131,6 +179,7 @@ def _page(con) -> str:
 {"".join(sections)}
 </body></html>
 """
+    return report
 
 
 def _section(title: str, body: str, note: str = "") -> str:
@@ -179,36 +228,60 @@ def _histogram(values: Sequence[float]) -> str:
     return _svg("".join(bars), f"histogram of {len(values)} durations")
 
 
+def ticks(top: float) -> list[int]:
+    """Four to six round values from 0 up to at least `top`, for a count axis: steps
+    of 1, 2 or 5 times a power of ten."""
+    power = 1
+    while True:
+        for factor in (1, 2, 5):
+            step = power * factor
+            above = math.ceil(top / step)
+            if above <= 5:
+                return [step * i for i in range(max(above, 3) + 1)]
+        power *= 10
+
+
 def _lines(labels: Sequence[str], series: dict[str, Sequence[int]]) -> str:
+    """Counts per period as lines, on a y-axis of round ticks."""
     if not labels:
         return "<p class=note>No data yet.</p>"
-    top = max([max(v) for v in series.values() if v] + [1])
-    span = max(len(labels) - 1, 1)
+    axis = ticks(max([max(v) for v in series.values() if v] + [0]))
+    last = len(labels) - 1
 
-    def point(i: int, v: float) -> str:
-        x = PAD + (WIDTH - 2 * PAD) * i / span
-        y = HEIGHT - PAD - (HEIGHT - 2 * PAD) * v / top
-        return f"{x:.1f},{y:.1f}"
+    def x(i: int) -> float:  # a single period sits at the left edge
+        return PAD + (WIDTH - 2 * PAD) * i / (last or 1)
 
-    parts = [f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - PAD}" y2="{HEIGHT - PAD}" '
-             'stroke="#999"/>']  # fmt: skip
+    def y(value: float) -> float:
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / axis[-1]
+
+    parts = []
+    for value in axis:
+        parts.append(
+            f'<line x1="{PAD}" y1="{y(value):.1f}" x2="{WIDTH - PAD}" y2="{y(value):.1f}" '
+            f'stroke="{"#999" if value == 0 else "#e5e7eb"}"/>'
+            f'<text class="y-tick" x="{PAD - 6}" y="{y(value) + 4:.1f}" '
+            f'text-anchor="end">{value:,}</text>'
+        )
     for n, (name, values) in enumerate(series.items()):
         colour = COLOURS[n % len(COLOURS)]
-        points = " ".join(point(i, v) for i, v in enumerate(values))
         name = html.escape(name)
-        parts.append(
-            f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}">'
-            f"<title>{name}</title></polyline>"
-        )
+        if last:
+            points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}">'
+                f"<title>{name}</title></polyline>"
+            )
+        else:  # one period: a dot, as a line needs two
+            parts.append(f'<circle cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="4" '
+                         f'fill="{colour}"><title>{name}</title></circle>')  # fmt: skip
         left = PAD + n * 140
         parts.append(
             f'<rect x="{left}" y="8" width="10" height="10" fill="{colour}"/>'
             f'<text x="{left + 14}" y="17">{name}</text>'
         )
-    for i in sorted({0, span // 2, span}):
-        parts.append(f'<text x="{point(i, 0).split(",")[0]}" y="{HEIGHT - PAD + 16}" '
+    for i in sorted({0, last // 2, last}):
+        parts.append(f'<text x="{x(i):.1f}" y="{HEIGHT - PAD + 16}" '
                      f'text-anchor="middle">{html.escape(labels[i])}</text>')  # fmt: skip
-    parts.append(f'<text x="4" y="{PAD}">{top}</text>')
     return _svg("".join(parts), "monthly counts")
 
 
@@ -217,13 +290,53 @@ def _svg(body: str, label: str) -> str:
             f'width="100%">{body}</svg>')  # fmt: skip
 
 
-def _table(con, sql: str) -> str:
+def _table(report: Report, name: str, con, sql: str) -> str:
     cursor = con.execute(sql)
-    rows = cursor.fetchall()
+    columns = [d[0] for d in cursor.description]
+    rows = [[html.escape(str(v)) for v in row] for row in cursor.fetchall()]
+    report.tables[name] = len(rows)
+    return _grid(columns, rows)
+
+
+def _items(report: Report, name: str, con, hosts: dict[str, str | None], sql: str) -> str:
+    """A table of issues or pull requests whose handles link to their pages. `sql`
+    selects repo and url first (used for the link, not shown), then the handle."""
+    cursor = con.execute(sql)
+    columns = [d[0] for d in cursor.description][2:]
+    rows = []
+    for repo, url, handle, *rest in cursor.fetchall():
+        target = _link(url, hosts.get(repo))
+        cell = html.escape(handle)
+        if target:
+            cell = f'<a href="{html.escape(target)}">{cell}</a>'
+            report.links += 1
+        rows.append([cell, *(html.escape(str(v)) for v in rest)])
+    report.tables[name] = len(rows)
+    return _grid(columns, rows, kind="items")
+
+
+def _link(url: str | None, own_host: str | None) -> str | None:
+    """`url` when it is safe to link: http(s) to github.com or the host of the item's own
+    repository (GitHub Enterprise Server); None for anything else (javascript:, data:,
+    another site)."""
+    host = _host(url)
+    if not host or urlsplit(url).scheme.lower() not in LINK_SCHEMES:
+        return None
+    return url if host in (GITHUB_HOST, own_host) else None
+
+
+def _host(url: str | None) -> str | None:
+    """The host name of a URL (lower case); None when it has none or does not parse."""
+    try:
+        return urlsplit(url).hostname if url else None
+    except ValueError:
+        return None
+
+
+def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], kind: str = "people") -> str:
+    """A table of cells already escaped; `kind` is its class (items or people)."""
     if not rows:
         return "<p class=note>Nothing here.</p>"
-    head = "".join(f"<th>{html.escape(d[0])}</th>" for d in cursor.description)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{v}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table class={kind}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

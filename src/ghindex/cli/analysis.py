@@ -88,17 +88,25 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
 @cli.command()
 @click.option("--out", type=click.Path(dir_okay=False), default="report.html", show_default=True)
 @snapshot_options
+@json_option
 @click.pass_obj
-def report(obj: Context, out: str, snapshot: str | None, store: str | None) -> None:
+def report(obj: Context, out: str, snapshot: str | None, store: str | None,
+           as_json: bool) -> None:  # fmt: skip
     """Write a self-contained HTML page with charts: issue and pull request flow,
-    time to close, time to first response, review latency, who reviews.
+    time to close, time to first response, review latency, the pull requests and
+    issues waiting longest (linked to GitHub), who reviews and who comments. Prints
+    the file written; with --json, also its size and counts of what the page shows.
 
     \b
     Example:
       ghindex report --out report.html
     """
     page = open_for_query(obj, snapshot, store).report()
-    Path(out).write_text(page, encoding="utf-8")
+    data = page.html.encode("utf-8")
+    Path(out).write_bytes(data)
+    if as_json:
+        click.echo(json.dumps({"path": out, "bytes": len(data), **page.shows()}, indent=2))
+        return
     click.echo(out)
 
 
