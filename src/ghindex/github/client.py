@@ -99,6 +99,7 @@ from ghindex.github.transport import (
     Transient,
     connection_reason,
 )
+from ghindex.progress import Progress
 from ghindex.state.redact import redact
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,8 @@ class GraphQLClient(RateLimitBudget):
     waits) describe it; `stats()` returns them as a dict. `remaining`, `reset_at`
     and `last_rate_limit` hold the last rate limit GitHub reported.
 
-    `sleep` and `clock` (epoch seconds) are injectable for the client's own tests.
+    `sleep` and `clock` (epoch seconds) are injectable for the client's own tests;
+    `progress` shows each rate-limit wait while it lasts.
     """
 
     def __init__(
@@ -143,6 +145,7 @@ class GraphQLClient(RateLimitBudget):
         max_wait: float = 3600.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        progress: Progress | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"GHINDEX_GRAPHQL_URL is not an http(s) URL: {_shown(url)!r}")
@@ -157,6 +160,7 @@ class GraphQLClient(RateLimitBudget):
         self._shown_url = _shown(url)
         self._sleep = sleep
         self._clock = clock
+        self.progress = progress or Progress()
         self._random = random.Random()
         self._auth = BearerAuth(token)
         self._session = requests.Session()

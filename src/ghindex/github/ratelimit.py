@@ -6,7 +6,6 @@ bounded by `max_wait`.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from typing import Any
 import requests
 
 from ghindex.errors import RateLimited
+from ghindex.progress import Progress, duration
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ class RateLimitBudget:
     last_rate_limit: dict[str, Any] | None
     cost: int
     waited_seconds: float
+    progress: Progress  # where a wait shows while it lasts
     _reset: float | None
     _costs: dict[str, int]
     _sleep: Callable[[float], None]
@@ -93,12 +94,13 @@ class RateLimitBudget:
             seconds = SECONDARY_WAIT * 2 ** (waits - 1)
         if seconds > self.max_wait:
             raise RateLimited(
-                f"GitHub's secondary rate limit asks for a pause of {_duration(seconds)} "
+                f"GitHub's secondary rate limit asks for a pause of {duration(seconds)} "
                 f"(more than --max-wait {self.max_wait:g}s): progress is saved; "
                 "run again in a few minutes"
             )
-        log.warning("secondary rate limit: waiting %s before retrying", _duration(seconds))
-        self._pause(seconds)
+        log.warning("secondary rate limit: waiting %s before retrying", duration(seconds))
+        with self.progress.task("secondary rate limit", verb=f"pausing {duration(seconds)}"):
+            self._pause(seconds)
 
     def _wait_for_reset(self, reset: float, at_least: float = 0.0) -> None:
         seconds = max(reset + RESET_MARGIN - self._clock(), at_least)
@@ -111,10 +113,12 @@ class RateLimitBudget:
         log.warning(
             "rate limit: %d points left, waiting %s until %s UTC",
             self.remaining or 0,
-            _duration(seconds),
+            duration(seconds),
             until,
         )
-        self._pause(seconds)
+        waiting = f"waiting {duration(seconds)} until the reset at {until} UTC"
+        with self.progress.task("rate limit", verb=waiting):
+            self._pause(seconds)
 
     def _pause(self, seconds: float) -> None:
         self._sleep(seconds)
@@ -171,15 +175,6 @@ def _parse_time(value: Any) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
-
-
-def _duration(seconds: float) -> str:
-    """12m 30s, 1h 5m, 2s: whole seconds, rounded up."""
-    total = math.ceil(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
-    return " ".join(parts) or "0s"
 
 
 def _int_or_none(value: Any) -> int | None:
