@@ -30,6 +30,7 @@ from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import iter_documents
 from ghindex.index.embed import Embedder
 from ghindex.index.onnx_encoder import build_encoder
+from ghindex.progress import Progress
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
 
@@ -105,7 +106,7 @@ def timed_build(
     factory = (lambda _name: encoder) if encoder is not None else None
     started = time.perf_counter()
     report = build(settings, full=full, precision=precision, embedder_factory=factory,
-                   progress=lambda m: marks.append((m, time.perf_counter())))  # fmt: skip
+                   progress=Progress(lambda m: marks.append((m, time.perf_counter()))))  # fmt: skip
     seconds = time.perf_counter() - started
     marks.append(("end", time.perf_counter()))
     phases: dict[str, float] = {}

@@ -68,6 +68,7 @@ from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings
 from ghindex.index.documents import DocumentSettings
 from ghindex.index.onnx_encoder import build_encoder, query_encoder
+from ghindex.progress import Progress
 from ghindex.query.search import Searcher
 from ghindex.query.snapshot import Snapshot
 from ghindex.state.database import open_state
@@ -99,14 +100,16 @@ class CheckpointEmbedder:
         self.lance_path = lance_path
         self.progress = progress
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
         if len(texts) <= EMBED_SLICE:
-            return self.inner.encode(texts)
+            return self.inner.encode(texts, progress)
         db = index.connect(self.lance_path)
         started, parts = time.perf_counter(), []
         for start in range(0, len(texts), EMBED_SLICE):
             part = list(texts[start : start + EMBED_SLICE])
-            vectors = self.inner.encode(part)
+            vectors = self.inner.encode(part, progress)
             hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in part]
             index.add_to_cache(db, self.name, hashes, vectors, self.precision)
             parts.append(vectors)
@@ -143,7 +146,7 @@ def build_index(
 
     started = time.perf_counter()
     report = build(
-        settings, model=model, embedder_factory=factory, progress=say, chunking=chunking,
+        settings, model=model, embedder_factory=factory, progress=Progress(say), chunking=chunking,
         precision=precision, full=True,  # full: the chunks may be of another precision
         doc_settings=documents,
     )  # fmt: skip

@@ -80,7 +80,10 @@ def fetch(
     from ghindex.github.ingest import chosen_repos
     from ghindex.github.ingest import fetch as run_fetch
 
-    with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
+    shown = progress(not as_json)
+    with GraphQLClient(
+        settings.graphql_url, token, max_wait=settings.max_wait, progress=shown
+    ) as client:
         report = run_fetch(
             settings.state_path,
             client,
@@ -88,7 +91,7 @@ def fetch(
             full=full,
             force=force,
             redacted=settings.redact,
-            progress=progress(not as_json),
+            progress=shown,
         )
     if as_json:
         emit_json(report.as_dict())
@@ -204,16 +207,18 @@ def merge(
     from ghindex.index.merge import merge as run_merge
 
     settings = obj.settings(model=model, precision=precision)
+    shown = progress(not as_json)
     merged = run_merge(
         settings.root,
         [Path(s) for s in shards],
         canonical_model_name(settings.model),
         precision=settings.precision,
         redacted=settings.redact,
+        progress=shown,
     )
     for line in merged.notes:
         click.echo(f"note: {line}", err=True)
-    report = run_build(settings, precision=merged.precision, progress=progress(not as_json))
+    report = run_build(settings, precision=merged.precision, progress=shown)
     if as_json:
         emit_json({"merged": merged.as_dict(), "built": report.as_dict()})
         return

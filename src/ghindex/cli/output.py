@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from ghindex.cli.progress import on_stderr
+from ghindex.progress import Progress
 
 if TYPE_CHECKING:  # importing search loads lancedb (over a second): keep it out of --help
     from ghindex.query.search import SearchResponse
@@ -44,18 +46,11 @@ def emit_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
 
 
-def progress(enabled: bool = True) -> Callable[[str], None] | None:
-    """A one-line status on stderr, only when stderr is a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-
-    console = Console(stderr=True)
-
-    def say(message: str) -> None:
-        console.print(f"[dim]… {message}[/dim]", highlight=False)
-
-    return say
+def progress(live: bool = True) -> Progress:
+    """Where a command's long steps show, on stderr only (see `cli/progress.py`): live
+    bars when `live` (no --json) and stderr is a terminal, else a status line every
+    few seconds."""
+    return on_stderr(live)
 
 
 def search_text(response: SearchResponse) -> str:

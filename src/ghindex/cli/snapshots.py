@@ -53,7 +53,7 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
     from ghindex.snapshot import publish as run_publish
 
     settings, target = _store(obj, store)
-    report = run_publish(settings.workdir, target)
+    report = run_publish(settings.workdir, target, progress=progress(not as_json))
     if as_json:
         emit_json(report.as_dict())
         return
@@ -91,7 +91,8 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
     from ghindex.snapshot import pull as run_pull
 
     settings, source = _store(obj, store)
-    report = run_pull(source, Path(dest) if dest else settings.workdir, snapshot_id=snapshot_id)
+    report = run_pull(source, Path(dest) if dest else settings.workdir, snapshot_id=snapshot_id,
+                      progress=progress(not as_json))  # fmt: skip
     if as_json:
         emit_json(report.as_dict())
         return
@@ -135,7 +136,10 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force,
     token = github_token()
     sources = [GitSource(Path(p)) for p in git_paths]
     sources += [GitSource(Path(p), wiki=True) for p in wiki_paths]
-    with GraphQLClient(settings.graphql_url, token, max_wait=settings.max_wait) as client:
+    shown = progress(not as_json)
+    with GraphQLClient(
+        settings.graphql_url, token, max_wait=settings.max_wait, progress=shown
+    ) as client:
         report = run_update(
             settings,
             target,
@@ -143,7 +147,7 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force,
             full=full,
             force=force,
             git=sources,
-            progress=progress(not as_json),
+            progress=shown,
         )
     if as_json:
         emit_json(report)

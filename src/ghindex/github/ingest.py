@@ -45,6 +45,7 @@ from ghindex.errors import ConfigError, GhindexError
 from ghindex.github import listings
 from ghindex.github.client import GraphQLClient
 from ghindex.github.reconcile import GUARD_SHARE, read_gaps_again, reconcile
+from ghindex.progress import Progress, Task
 from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import Node, github_time, newest_update
@@ -54,7 +55,7 @@ from ghindex.vocabulary.handles import item_handle
 # timestamps have one-second resolution and its listings lag writes a little.
 OVERLAP = timedelta(minutes=5)
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -189,8 +190,10 @@ def fetch(
 ) -> FetchReport:
     """Fetch every surface of `repos` into the state database; `force` lets a full run
     remove more confirmed-gone items than the guard allows; `redacted` (the `redact`
-    setting) keeps secrets out of the stored text."""
-    say = progress or (lambda _msg: None)
+    setting) keeps secrets out of the stored text. `progress` counts the items stored
+    per repository and surface, and the repositories done."""
+    progress = progress or Progress()
+    say = progress.note
     report = FetchReport(run_id=str(uuid.uuid4()))
     started = datetime.now(UTC)
 
@@ -211,7 +214,7 @@ def fetch(
             say(note)
         try:
             with redact.tally(redacted) as counts:
-                _fetch_repos(con, client, metadata, report, full or reread, force, say)
+                _fetch_repos(con, client, metadata, report, full or reread, force, progress)
         except GhindexError as exc:
             report.redactions = dict(counts)
             _finish(con, report, client, started, "failed", redact.redact(str(exc)))
@@ -239,48 +242,52 @@ def fetch(
 
 
 def _fetch_repos(con, client, metadata: list[Node], report: FetchReport, full: bool,
-                 force: bool, say: Progress) -> None:  # fmt: skip
-    for node in metadata:
-        with transaction(con):
-            old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
+                 force: bool, progress: Progress) -> None:  # fmt: skip
+    with progress.task("fetch", len(metadata), unit="repositories", verb="done") as counted:
+        for node in metadata:
+            with transaction(con):
+                old = renames.previous_name(con, node.get("id"), node["nameWithOwner"])
+                if old:
+                    renames.rename_repo(con, old, node["nameWithOwner"])
+                repo = items.save_repository(con, node)
             if old:
-                renames.rename_repo(con, old, node["nameWithOwner"])
-            repo = items.save_repository(con, node)
-        if old:
-            say(f"{old} is now {repo} on GitHub (renamed or transferred): "
-                "its stored rows now use the new name")  # fmt: skip
-        done = RepoReport(repo, renamed_from=old)
-        report.repos.append(done)
-        _sync_repo(con, client, node, done, full, force, say)
+                progress.note(f"{old} is now {repo} on GitHub (renamed or transferred): "
+                              "its stored rows now use the new name")  # fmt: skip
+            done = RepoReport(repo, renamed_from=old)
+            report.repos.append(done)
+            _sync_repo(con, client, node, done, full, force, progress)
+            counted.advance()
 
 
 def _sync_repo(
-    con, client, node: Node, done: RepoReport, full: bool, force: bool, say: Progress
+    con, client, node: Node, done: RepoReport, full: bool, force: bool, progress: Progress
 ) -> None:
-    repo = done.repo
+    repo, say = done.repo, progress.note
     if node.get("hasIssuesEnabled", True) or full:
-        done.issues = _surface(con, done, "issues", say, _sync_issues, client, full)
-    done.pull_requests = _surface(con, done, "pull_requests", say, _sync_descending, client,
-                                  _PULLS, full)  # fmt: skip
+        done.issues = _surface(con, done, "issues", progress, _sync_issues, client, full)
+    done.pull_requests = _surface(con, done, "pull_requests", progress, _sync_descending,
+                                  client, _PULLS, full)  # fmt: skip
     if node.get("hasDiscussionsEnabled", True) or full:
-        done.discussions = _surface(con, done, "discussions", say, _sync_descending, client,
-                                    _DISCUSSIONS, full)  # fmt: skip
-    done.releases = _surface(con, done, "releases", say, _sync_releases, client)
+        done.discussions = _surface(con, done, "discussions", progress, _sync_descending,
+                                    client, _DISCUSSIONS, full)  # fmt: skip
+    done.releases = _surface(con, done, "releases", progress, _sync_releases, client)
     read_gaps_again(con, client, done, say)
     if full:
         reconcile(con, client, done, force, say)
     say(f"{repo}: done" + (" (with gaps, see the summary)" if done.partial else ""))
 
 
-def _surface(con, done: RepoReport, name: str, say: Progress, sync, client, *args) -> int:
-    """Run one surface's sync; a surface GitHub refuses becomes a gap, not a failure."""
+def _surface(con, done: RepoReport, name: str, progress: Progress, sync, client, *args) -> int:
+    """Run one surface's sync, counting its items and pages in a task of its own; a
+    surface GitHub refuses becomes a gap, not a failure."""
     try:
-        stored = sync(con, client, done, *args, say)
+        with progress.task(done.repo, unit=name.replace("_", " ")) as counted:
+            stored = sync(con, client, done, *args, counted)
     except listings.SurfaceRefused as refused:
         with transaction(con):
             gaps.record(con, done.repo, name, "", None, refused.gap.reason)
         done.skipped.append({"surface": name, "handle": None, "reason": refused.gap.reason})
-        say(f"{done.repo}: skipped {name.replace('_', ' ')}: {refused.gap.reason}")
+        progress.note(f"{done.repo}: skipped {name.replace('_', ' ')}: {refused.gap.reason}")
         return 0
     with transaction(con):
         gaps.clear(con, done.repo, name, [""])
@@ -288,25 +295,25 @@ def _surface(con, done: RepoReport, name: str, say: Progress, sync, client, *arg
     return stored
 
 
-def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, say: Progress) -> int:
+def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, counted: Task) -> int:
     """Ascending by updatedAt from the mark: each committed page moves the mark."""
     repo = done.repo
     mark = None if full else cursors.get_high_water_mark(con, repo, "issues")
     since = mark - OVERLAP if mark else None
     stored = 0
-    for page in listings.issue_pages(client, repo, since):
+    for pages, page in enumerate(listings.issue_pages(client, repo, since), 1):
         with transaction(con):
             _store_page(con, done, _ISSUES, page)
             cursors.set_high_water_mark(
                 con, repo, "issues", newest_update(page.listed), len(page.nodes)
             )
         stored += len(page.nodes)
-        say(f"{repo}: {stored} issues")
+        counted.advance(len(page.nodes), detail=_pages(pages))
     return stored
 
 
 def _sync_descending(
-    con, client: GraphQLClient, done: RepoReport, surface: _Surface, full: bool, say: Progress
+    con, client: GraphQLClient, done: RepoReport, surface: _Surface, full: bool, counted: Task
 ) -> int:
     """Newest first, stopping at the first item older than the mark.
 
@@ -318,7 +325,7 @@ def _sync_descending(
     stop_before = mark - OVERLAP if mark else None
     stored = 0
     newest: datetime | None = None
-    for page in surface.pages(client, repo):
+    for pages, page in enumerate(surface.pages(client, repo), 1):
         fresh = {n["id"] for n in page.listed if _newer(n, stop_before)}
         kept = listings.Page(
             listed=[n for n in page.listed if n["id"] in fresh],
@@ -331,7 +338,7 @@ def _sync_descending(
             _store_page(con, done, surface, kept)
         stored += len(kept.nodes)
         newest = max([newest, newest_update(kept.listed)], key=_sortable)
-        say(f"{repo}: {stored} {surface.name.replace('_', ' ')}")
+        counted.advance(len(kept.nodes), detail=_pages(pages))
         if len(kept.listed) < len(page.listed):
             break
     with transaction(con):
@@ -355,10 +362,13 @@ def _store_page(con, done: RepoReport, surface: _Surface, page: listings.Page) -
     done.deleted += handles
 
 
-def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) -> int:
+def _sync_releases(con, client: GraphQLClient, done: RepoReport, counted: Task) -> int:
     """Every release, every run; only a complete list replaces the stored one."""
     repo = done.repo
-    pages = list(listings.release_pages(client, repo))
+    pages = []
+    for page in listings.release_pages(client, repo):
+        pages.append(page)
+        counted.advance(len(page.nodes), detail=_pages(len(pages)))
     skipped = [gap for page in pages for gap in page.gaps]
     if skipped:
         raise listings.SurfaceRefused(
@@ -368,8 +378,11 @@ def _sync_releases(con, client: GraphQLClient, done: RepoReport, say: Progress) 
     with transaction(con):
         stored = items.replace_releases(con, repo, nodes)
         cursors.set_high_water_mark(con, repo, "releases", newest_update(nodes), stored)
-    say(f"{repo}: {stored} releases")
     return stored
+
+
+def _pages(n: int) -> str:
+    return f"{n} page{'' if n == 1 else 's'}"
 
 
 def _some(handles: Sequence[str], shown: int = 3) -> str:

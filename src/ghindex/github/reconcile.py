@@ -16,7 +16,7 @@ from ghindex.state.database import transaction
 from ghindex.state.rows import Node
 
 if TYPE_CHECKING:
-    from ghindex.github.ingest import Progress, RepoReport
+    from ghindex.github.ingest import RepoReport, Say
 
 # A --full run removes nothing when it would remove more than this share of a
 # repository's stored issues, pull requests and discussions, and more than GUARD_MIN
@@ -33,7 +33,7 @@ _SAVE = {
 }
 
 
-def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress) -> None:
+def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> None:
     """Items an earlier page (of this run or one before) could not give, read by id."""
     repo = done.repo
     rows = gaps.waiting(con, repo)
@@ -80,7 +80,7 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Progress)
                                      "reason": reason})  # fmt: skip
 
 
-def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Progress) -> None:
+def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Say) -> None:
     """After complete listings: confirm each missing item with GitHub, then remove it."""
     repo = done.repo
     start = _run_start(con, repo)

@@ -28,11 +28,12 @@ from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import canonical_model_name
+from ghindex.progress import Progress
 from ghindex.snapshot.layout import FORMAT_VERSION
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
 
-Progress = Callable[[str], None]
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -82,8 +83,10 @@ def build(
     """Index the state database of `settings.workdir` into `settings.lance_path`, with
     vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
     replaces the encoder `build_encoder` would choose (tests, the eval harness): its
-    vectors must be of that precision."""
-    say = progress or (lambda _msg: None)
+    vectors must be of that precision, and its `encode(texts, progress=None)` calls
+    `progress(n)` as each n texts are done. `progress` counts the rows embedded."""
+    progress = progress or Progress()
+    say = progress.note
     started = time.perf_counter()
     started_at = datetime.now(UTC)
     chunking = chunking or ChunkSettings()
@@ -142,7 +145,8 @@ def build(
             embedder = _embedder(model_name, precision, settings, embedder_factory)
             dimension, encoder = embedder.dimension, getattr(embedder, "encoder", None)
             say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
-            new_vectors = embedder.encode([texts[h] for h in missing])
+            with progress.task("build", len(missing), unit="rows", verb="embedded") as counted:
+                new_vectors = embedder.encode([texts[h] for h in missing], progress=counted.advance)
             index.add_to_cache(db, model_name, missing, new_vectors, precision)
             vectors.update(zip(missing, new_vectors, strict=True))
         say("writing the index")
@@ -208,7 +212,7 @@ def _embedder(
     return embedder
 
 
-def _sync_git(con, source: GitSource, full: bool, say: Progress) -> dict[str, Any]:
+def _sync_git(con, source: GitSource, full: bool, say: Say) -> dict[str, Any]:
     """Bring the docs, commits (or wiki pages) of one clone into the state."""
     from ghindex import gitsource
 

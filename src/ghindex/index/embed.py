@@ -20,7 +20,7 @@ from ghindex.config import DEFAULT_MODEL, FP32
 from ghindex.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ def canonical_model_name(name: str) -> str:
 
 class Embedder:
     """A loaded model that turns texts into L2-normalised float32 vectors. Its `encode`
-    batches texts longest first (sentence-transformers sorts them by characters)."""
+    takes texts a window at a time (so that it can say how far it got) and batches each
+    window longest first (sentence-transformers sorts them by characters)."""
 
     encoder = "torch"
     precision = FP32
@@ -57,17 +58,24 @@ class Embedder:
         self._model = _load(model_source(name), device)
         self.dimension = int(self._model.get_embedding_dimension())
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+    def encode(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Vectors in the order given; `progress(n)` as each n texts are done."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        window = self.batch_size * 8
+        for start in range(0, len(texts), window):
+            part = list(texts[start : start + window])
+            out[start : start + len(part)] = self._model.encode(
+                part,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            if progress is not None:
+                progress(len(part))
+        return out
 
 
 @cache

@@ -18,6 +18,7 @@ from typing import Any
 from ghindex.config import DEFAULT_PRECISION
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.index import table as index
+from ghindex.progress import Progress
 from ghindex.snapshot.layout import INDEX_DIR, STATE_FILE
 from ghindex.snapshot.local import live_root
 from ghindex.state import redaction
@@ -45,10 +46,13 @@ def merge(
     *,
     precision: str | None = None,
     redacted: bool = True,
+    progress: Progress | None = None,
 ) -> MergeReport:
     """Copy every shard's state and `model`'s cache of `precision` into the workdir
     `target`; the merged text is then brought in line with the `redact` setting
-    (`redacted`). `precision` None: the shards' own (that of the first with an index)."""
+    (`redacted`). `precision` None: the shards' own (that of the first with an index).
+    `progress` counts the shards copied, then those whose vectors joined the cache."""
+    progress = progress or Progress()
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
     held = [index.index_precision(index.connect(shard / INDEX_DIR)) for shard in shards
             if (shard / INDEX_DIR).is_dir()]  # fmt: skip
@@ -77,22 +81,10 @@ def merge(
             ).fetchall()
             if name != MIGRATION_LOG
         }
-        for number, shard in enumerate(shards):
-            open_state(shard / STATE_FILE).close()  # bring the shard's schema up to date
-            alias = f"shard{number}"
-            con.execute(f"ATTACH '{_quoted(shard / STATE_FILE)}' AS {alias} (READ_ONLY)")
-            try:
-                for source in redaction.SOURCES:
-                    seen[source].add(redaction.stored(con, source, schema=alias))
-                with transaction(con):
-                    for table, columns in keys.items():
-                        source = f"{alias}.{table}"
-                        replace_from(con, f"main.{table}", source, columns)
-                        copied = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
-                        report.rows[table] = report.rows.get(table, 0) + copied
-            finally:
-                con.execute(f"DETACH {alias}")
-            report.shards.append(str(shard))
+        with progress.task("merge", len(shards), unit="shards", verb="copied") as copying:
+            for number, shard in enumerate(shards):
+                _copy_state(con, f"shard{number}", shard, keys, seen, report)
+                copying.advance(detail=f"{sum(report.rows.values()):,} rows")
         with transaction(con):
             for source, values in seen.items():
                 if len(values) > 1:  # shards disagree: treat the merged text as unknown
@@ -101,29 +93,52 @@ def merge(
         con = redaction.compact_if_needed(target / STATE_FILE, con)
     finally:
         con.close()
-    report.vectors = _merge_caches(target, shards, model, precision)
+    db = index.connect(target / INDEX_DIR)
+    with progress.task("merge", len(shards), unit="shard caches", verb="joined") as joining:
+        for shard in shards:
+            report.vectors += _merge_cache(db, shard, model, precision)
+            joining.advance(detail=f"{report.vectors:,} vectors")
     return report
 
 
-def _merge_caches(target: Path, shards: Sequence[Path], model: str, precision: str) -> int:
+def _copy_state(
+    con, alias: str, shard: Path, keys: dict[str, list[str]], seen: dict[str, set[str | None]],
+    report: MergeReport,
+) -> None:  # fmt: skip
+    """Every table of one shard's state into the target's, counted in `report.rows`;
+    what the shard's text went through (redacted or not) into `seen`."""
+    open_state(shard / STATE_FILE).close()  # bring the shard's schema up to date
+    con.execute(f"ATTACH '{_quoted(shard / STATE_FILE)}' AS {alias} (READ_ONLY)")
+    try:
+        for source in redaction.SOURCES:
+            seen[source].add(redaction.stored(con, source, schema=alias))
+        with transaction(con):
+            for table, columns in keys.items():
+                source = f"{alias}.{table}"
+                replace_from(con, f"main.{table}", source, columns)
+                copied = con.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+                report.rows[table] = report.rows.get(table, 0) + copied
+    finally:
+        con.execute(f"DETACH {alias}")
+    report.shards.append(str(shard))
+
+
+def _merge_cache(db, shard: Path, model: str, precision: str) -> int:
+    """The shard's vectors of `model` and `precision` added to the target's cache `db`."""
     import numpy as np
 
-    db = index.connect(target / INDEX_DIR)
-    added = 0
-    for shard in shards:
-        source = index.connect(shard / INDEX_DIR)
-        name = index.cache_table(model, precision)
-        if name not in index.table_names(source):
-            continue
-        rows = source.open_table(name).to_arrow()
-        if rows.num_rows == 0:
-            continue
-        flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
-        vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
-        hashes = rows.column("content_hash").to_pylist()
-        index.add_to_cache(db, model, hashes, vectors, precision)
-        added += rows.num_rows
-    return added
+    source = index.connect(shard / INDEX_DIR)
+    name = index.cache_table(model, precision)
+    if name not in index.table_names(source):
+        return 0
+    rows = source.open_table(name).to_arrow()
+    if rows.num_rows == 0:
+        return 0
+    flat = rows.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+    vectors = np.asarray(flat, dtype=np.float32).reshape(rows.num_rows, -1)
+    hashes = rows.column("content_hash").to_pylist()
+    index.add_to_cache(db, model, hashes, vectors, precision)
+    return rows.num_rows
 
 
 def _check_vectors(shard: Path, model: str, precision: str) -> None:

@@ -111,9 +111,12 @@ class OnnxEncoder:
         self.device = "cuda" if CUDA in self._session.get_providers() else "cpu"
         self._inputs = {i.name for i in self._session.get_inputs()}
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors in the order given. Texts are tokenised a window at a time and
-        batched longest first by token count, so a batch pads little."""
+    def encode(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Vectors in the order given; `progress(n)` as each batch of n is done. Texts
+        are tokenised a window at a time and batched longest first by token count, so a
+        batch pads little."""
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), TOKENIZE_WINDOW):
@@ -123,6 +126,8 @@ class OnnxEncoder:
             for first in range(0, len(order), self.batch_size):
                 picked = order[first : first + self.batch_size]
                 out[[window[j] for j in picked]] = self._batch([encoded[j] for j in picked])
+                if progress is not None:
+                    progress(len(picked))
         return out
 
     def _batch(self, encoded: list[Any]) -> np.ndarray:

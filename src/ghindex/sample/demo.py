@@ -10,13 +10,14 @@ few searches.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from ghindex.config import Settings
 from ghindex.index.build import BuildReport, build
+from ghindex.progress import Progress
 from ghindex.query.search import Filters, Searcher, SearchResponse
 from ghindex.state import cursors, items
 from ghindex.state.database import open_state, transaction
@@ -90,8 +91,9 @@ def load_sample(settings: Settings) -> tuple[int, int, int]:
     return repos, issues, pulls
 
 
-def run_demo(settings: Settings, progress: Callable[[str], None] | None = None) -> DemoReport:
-    say = progress or (lambda _msg: None)
+def run_demo(settings: Settings, progress: Progress | None = None) -> DemoReport:
+    progress = progress or Progress()
+    say = progress.note
     say("loading the bundled sample")
     repos, issues, pulls = load_sample(settings)
     report = build(settings, progress=progress)

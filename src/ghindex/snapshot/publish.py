@@ -25,6 +25,7 @@ from typing import Any
 
 from ghindex import __version__
 from ghindex.errors import SnapshotError, StateError
+from ghindex.progress import BYTES, Progress, Task
 from ghindex.snapshot.layout import (
     FORMAT_VERSION,
     INDEX_DIR,
@@ -68,9 +69,12 @@ class PublishReport:
         return asdict(self)
 
 
-def publish(workdir: Path, store: Store, *, now: datetime | None = None) -> PublishReport:
-    """Stage the snapshot (manifest, then blobs) and commit it (move the pointer)."""
-    return stage(workdir, store, now=now).commit()
+def publish(
+    workdir: Path, store: Store, *, now: datetime | None = None, progress: Progress | None = None
+) -> PublishReport:
+    """Stage the snapshot (manifest, then blobs) and commit it (move the pointer);
+    `progress` counts the bytes uploaded."""
+    return stage(workdir, store, now=now, progress=progress).commit()
 
 
 @dataclass
@@ -106,8 +110,11 @@ class Staged:
         return self.report
 
 
-def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged:
-    """Upload the manifest and every missing blob of a new snapshot of `workdir`."""
+def stage(
+    workdir: Path, store: Store, *, now: datetime | None = None, progress: Progress | None = None
+) -> Staged:
+    """Upload the manifest and every missing blob of a new snapshot of `workdir`;
+    `progress` counts the bytes uploaded of those the store may lack."""
     started = time.perf_counter()
     workdir = live_root(workdir)
     store.create()
@@ -134,7 +141,8 @@ def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged
     body = manifest.to_bytes()
     if not store.put(manifest_path(snapshot_id), body, create_only=True):
         raise SnapshotError(f"snapshot {snapshot_id} already exists in {shown(store.url)}")
-    uploaded, uploaded_bytes = _upload_blobs(workdir, store, files, trusted, created)
+    with (progress or Progress()).task("publish", unit=BYTES, verb="uploaded") as counted:
+        uploaded, uploaded_bytes = _upload_blobs(workdir, store, files, trusted, created, counted)
     report = PublishReport(
         snapshot_id=snapshot_id,
         generation=0,
@@ -150,8 +158,17 @@ def stage(workdir: Path, store: Store, *, now: datetime | None = None) -> Staged
 
 
 def _upload_blobs(
-    workdir: Path, store: Store, files: list[FileEntry], trusted: set[str], now: datetime
+    workdir: Path,
+    store: Store,
+    files: list[FileEntry],
+    trusted: set[str],
+    now: datetime,
+    counted: Task,
 ) -> tuple[int, int]:
+    """Upload the pieces the store lacks; `counted` starts at the bytes of every piece
+    the current snapshot does not hold, less each one the store turns out to have."""
+    lacking = {p.sha256: p.size for e in files for p in e.pieces if p.sha256 not in trusted}
+    counted.set_total(sum(lacking.values()))
     done: set[str] = set(trusted)
     uploaded = uploaded_bytes = 0
     for entry in files:
@@ -162,6 +179,7 @@ def _upload_blobs(
             done.add(piece.sha256)
             found = store.head(blob_path(piece.sha256))
             if found and found.size == piece.size and now - found.last_modified < REUSE_WINDOW:
+                counted.set_total((counted.total or 0) - piece.size)
                 continue
             if len(entry.pieces) == 1:
                 store.put(blob_path(piece.sha256), path)
@@ -169,6 +187,7 @@ def _upload_blobs(
                 store.put(blob_path(piece.sha256), _read_piece(path, index, piece.size))
             uploaded += 1
             uploaded_bytes += piece.size
+            counted.advance(piece.size)
     return uploaded, uploaded_bytes
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import SnapshotError
+from ghindex.progress import BYTES, Progress, Task
 from ghindex.snapshot.layout import (
     MANIFEST,
     PIECE_SIZE,
@@ -68,9 +69,11 @@ def pull(
     snapshot_id: str | None = None,
     ref: Ref | None = None,
     say: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> PullReport:
     """Bring a snapshot (the latest, `snapshot_id`, or the one `ref` names) into `dest`.
-    Pieces the current copy in `dest` holds are copied from disk, not downloaded."""
+    Pieces the current copy in `dest` holds are copied from disk, not downloaded;
+    `progress` counts the bytes downloaded. `say` hears why the pull waits, if it does."""
     started = time.perf_counter()
     target = Destination(dest)
     target.check_usable()
@@ -89,12 +92,16 @@ def pull(
             report.files, report.bytes = len(here.files), sum(f.size for f in here.files)
             report.unchanged, report.bytes_reused = True, report.bytes
         else:
-            _fetch(store, target, read_manifest(store, ref, snapshot_id), report)
+            manifest = read_manifest(store, ref, snapshot_id)
+            with (progress or Progress()).task("pull", unit=BYTES, verb="downloaded") as counted:
+                _fetch(store, target, manifest, report, counted)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
-def _fetch(store: Store, target: Destination, manifest: Manifest, report: PullReport) -> None:
+def _fetch(
+    store: Store, target: Destination, manifest: Manifest, report: PullReport, counted: Task
+) -> None:
     report.files = len(manifest.files)
     report.bytes = sum(f.size for f in manifest.files)
     free = free_bytes(target.path)
@@ -104,11 +111,13 @@ def _fetch(store: Store, target: Destination, manifest: Manifest, report: PullRe
             f"bytes and {target.path} has {free:,} free: free some space or pull elsewhere"
         )
     local = _local_pieces(live_root(target.path))
+    pieces = [piece for entry in manifest.files for piece in entry.pieces]
+    counted.set_total(sum(piece.size for piece in pieces if piece.sha256 not in local))
     staging = target.incoming()
     step("staging made")
     try:
         for entry in manifest.files:
-            downloaded, reused = _assemble(store, entry, staging, local)
+            downloaded, reused = _assemble(store, entry, staging, local, counted)
             report.bytes_downloaded += downloaded
             report.bytes_reused += reused
             step(f"assembled {entry.path}")
@@ -158,9 +167,15 @@ def _local_pieces(root: Path) -> dict[str, tuple[Path, int]]:
 
 
 def _assemble(
-    store: Store, entry: FileEntry, staging: Path, local: dict[str, tuple[Path, int]]
+    store: Store,
+    entry: FileEntry,
+    staging: Path,
+    local: dict[str, tuple[Path, int]],
+    counted: Task,
 ) -> tuple[int, int]:
-    """Write one file of the snapshot into `staging`, one verified piece at a time."""
+    """Write one file of the snapshot into `staging`, one verified piece at a time;
+    `counted` counts the bytes downloaded (a local piece that fails its check adds its
+    own to the total)."""
     target = staging / entry.path
     target.parent.mkdir(parents=True, exist_ok=True)
     whole = hashlib.sha256()
@@ -171,8 +186,11 @@ def _assemble(
             if data is not None:
                 reused += piece.size
             else:
+                if piece.sha256 in local:
+                    counted.set_total((counted.total or 0) + piece.size)
                 data = store.get(blob_path(piece.sha256), piece.size)
                 downloaded += len(data)
+                counted.advance(len(data))
                 if len(data) != piece.size or hashlib.sha256(data).hexdigest() != piece.sha256:
                     raise SnapshotError(
                         f"{entry.path}: blob {piece.sha256[:12]}… from {shown(store.url)} fails "

@@ -7,7 +7,7 @@ moves the pointer last, so an update interrupted anywhere publishes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +15,7 @@ from ghindex.config import Settings
 from ghindex.github.client import GraphQLClient
 from ghindex.github.ingest import chosen_repos, fetch
 from ghindex.index.build import GitSource, build
+from ghindex.progress import Progress
 from ghindex.snapshot import Store, publish, pull
 from ghindex.snapshot.local import absolute, locked
 from ghindex.snapshot.refs import latest_ref
@@ -28,18 +29,20 @@ def update(
     full: bool = False,
     force: bool = False,
     git: Sequence[GitSource] = (),
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    say = progress or (lambda _msg: None)
+    progress = progress or Progress()
+    say = progress.note
     # An absolute workdir: the caller's working directory may be inside it.
     settings = replace(settings, workdir=absolute(settings.workdir))
     report: dict[str, Any] = {"pulled": None}
     store.create()
-    with locked(settings.workdir, "update", progress):  # one pull, sync or update at a time
+    with locked(settings.workdir, "update"):  # one pull, sync or update at a time
         ref = latest_ref(store)
         if ref is not None:
             say("pulling the latest snapshot")
-            report["pulled"] = pull(store, settings.workdir, ref=ref).as_dict()
+            pulled = pull(store, settings.workdir, ref=ref, progress=progress)
+            report["pulled"] = pulled.as_dict()
         repos = chosen_repos(client, settings)
         report["fetched"] = fetch(
             settings.state_path,
@@ -52,5 +55,5 @@ def update(
         ).as_dict()
         report["built"] = build(settings, git=git, progress=progress).as_dict()
         say("publishing")
-        report["published"] = publish(settings.workdir, store).as_dict()
+        report["published"] = publish(settings.workdir, store, progress=progress).as_dict()
     return report
