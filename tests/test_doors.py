@@ -223,8 +223,10 @@ def test_a_snapshot_knows_its_paths_and_opens_what_it_needs_only(workdir, tmp_pa
     snap.close()
 
     empty = Snapshot.open(tmp_path)  # nothing fetched yet: opening is fine, reading says why
-    with pytest.raises(GhindexError, match=r"no state database at .*: run `ghindex fetch`"):
-        empty.sql("SELECT 1")
+    for read in (lambda: empty.sql("SELECT 1"), lambda: empty.search("anything")):
+        with pytest.raises(GhindexError, match=r"no snapshot in .*: run `ghindex demo`"):
+            read()
+    assert list(tmp_path.iterdir()) == []
     with pytest.raises(GhindexError, match="no snapshot in"):
         Snapshot.open(tmp_path, built=True)
 

@@ -383,9 +383,13 @@ def test_full_fetch_ignores_the_high_water_mark(hello, run):
 
 
 def test_repo_argument_is_validated_and_canonicalised(hello, workdir, run):
-    bad = run("fetch", "--repo", "not a repo")
-    assert bad.exit_code == 1
-    assert bad.stderr == "Error: not a repository: 'not a repo': use the form owner/name\n"
+    for command in ("fetch", "update", "build"):  # a usage error: exit 2, before any work
+        bad = run(command, "--repo", "not a repo")
+        assert bad.exit_code == 2, command
+        assert bad.stderr.splitlines()[-1] == (
+            "Error: Invalid value for '--repo': not a repository: 'not a repo': use the form "
+            "owner/name"
+        )
 
     good = run("fetch", "--repo", "https://github.com/OCTO/Hello.git")
     assert good.exit_code == 0, good.output

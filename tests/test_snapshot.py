@@ -251,17 +251,34 @@ def test_pull_from_an_empty_store_says_so(store_url, isolated):
         pull(Store(store_url), isolated / "pulled")
 
 
-@pytest.mark.parametrize("command", ["pull", "status", "gc"])
+@pytest.mark.parametrize(
+    "command",
+    [("pull",), ("status",), ("gc",), ("search", "anything"), ("sql", "SELECT 1"), ("serve",)],
+)
 def test_a_store_path_that_does_not_exist_is_a_typo_not_an_empty_store(command, run, isolated):
     missing = isolated / "no-such-store"
 
-    result = run(command, "--store", str(missing))
+    result = run(*command, "--store", str(missing))
 
     assert result.exit_code == 1
-    assert result.stderr == (
-        f"Error: store {missing} is not a directory: check the path (publish creates it)\n"
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: no store at {missing}: check the path (publish creates it)"
     )
     assert not missing.exists()
+    assert sorted(p.name for p in isolated.iterdir()) == []  # no workdir made either
+
+
+def test_a_missing_bucket_is_named_and_nothing_is_made(s3_store_url, run, isolated):
+    bucket = s3_store_url.split("/")[2]
+    url = s3_store_url.replace(bucket, f"{bucket}-typo")
+
+    for command in (("pull",), ("status",), ("search", "anything")):
+        result = run(*command, "--store", url)
+        assert result.exit_code == 1, command
+        assert result.stderr.splitlines()[-1] == (
+            f"Error: bucket not found: s3://{bucket}-typo/snapshots: check the store URL"
+        )
+    assert list(isolated.iterdir()) == []
 
 
 @pytest.mark.slow

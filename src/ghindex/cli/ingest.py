@@ -14,6 +14,7 @@ from ghindex.cli.base import (
     json_option,
     max_wait_option,
     precision_option,
+    repo_values,
     wiki_option,
 )
 from ghindex.cli.output import emit_json, progress
@@ -26,6 +27,7 @@ from ghindex.config import DEFAULT_DEVICE, DEVICES, github_token
     "repos",
     multiple=True,
     metavar="OWNER/NAME",
+    callback=repo_values,
     help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
 )
 @click.option(
@@ -126,6 +128,7 @@ def fetch(
 @click.option(
     "--repo",
     metavar="OWNER/NAME",
+    callback=repo_values,
     help="Repository the --git/--wiki clones belong to (default: their origin remote).",
 )
 @click.option(

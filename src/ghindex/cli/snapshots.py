@@ -14,7 +14,9 @@ from ghindex.cli.base import (
     git_option,
     json_option,
     max_wait_option,
+    repo_values,
     wiki_option,
+    workdir_root,
 )
 from ghindex.cli.output import emit_json, progress
 
@@ -103,7 +105,14 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
 
 
 @cli.command()
-@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Repository to fetch.")
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="OWNER/NAME",
+    callback=repo_values,
+    help="Repository to fetch.",
+)
 @click.option("--org", "orgs", multiple=True, metavar="ORG", help="Every repository of an org.")
 @store_option
 @git_option
@@ -219,7 +228,8 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     if settings.store and not snapshot:  # --store, GHINDEX_STORE or ghindex.toml's store
         summary = store_status(Store(settings.store))
     else:
-        summary = Snapshot.open(Path(snapshot or settings.workdir)).status()
+        root = Path(snapshot) if snapshot else workdir_root(settings)
+        summary = Snapshot.open(root).status()
     if as_json:
         emit_json(summary)
         return
@@ -228,7 +238,7 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     click.echo(f"created   {summary['created_at']} ({_age(summary['age_seconds'])} ago)")
     model = summary.get("model") or {}
     click.echo(f"model     {model.get('name')} ({model.get('dimension')} dimensions)")
-    click.echo(f"size      {summary['total_bytes']:,} bytes")
+    click.echo(f"size      {_size(summary['total_bytes'])}")
     for kind, count in sorted(summary["counts"].items()):
         click.echo(f"  {kind:<20} {count:>8,}")
     redaction = summary.get("redaction") or {}
@@ -237,8 +247,7 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
         found = ", ".join(f"{k} {n}" for k, n in redaction["redacted"].items()) or "none"
         click.echo(f"redaction {rules}; secrets replaced: {found}")
     for repo, info in sorted(summary["repos"].items()):
-        cursors = ", ".join(f"{k} {v}" for k, v in sorted(info.get("cursors", {}).items()))
-        click.echo(f"  {repo}: {cursors}")
+        click.echo(f"  {repo}: {_cursors(info.get('cursors') or {})}")
         for line in _fetch_health(info.get("fetch") or {}):
             click.echo(f"    {line}")
 
@@ -260,6 +269,23 @@ def _fetch_health(health: dict) -> list[str]:
     if health.get("unread_items"):
         lines.append(f"{health['unread_items']} items waiting to be read again")
     return lines
+
+
+def _cursors(cursors: dict[str, str | None]) -> str:
+    """Each surface's newest update read, e.g. 'issues to 2026-11-30 14:02'; 'none' where
+    a fetch found nothing yet."""
+    return ", ".join(
+        f"{surface.replace('_', ' ')} " + (f"to {mark[:16].replace('T', ' ')}" if mark else "none")
+        for surface, mark in sorted(cursors.items())
+    )
+
+
+def _size(count: int) -> str:
+    """Bytes for people: 18.9 MB, 1.2 GB (powers of 1000, as disks and stores count)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _age(seconds: int | None) -> str:

@@ -87,9 +87,7 @@ class Snapshot(SnapshotFiles):
             given = Path(dest or ".ghindex/snapshot")
             pull(Store(text), given)
         root = live_root(given)
-        if not any((root / name).exists() for name in SNAPSHOT_NAMES) or (
-            built and not (root / MANIFEST).exists()
-        ):
+        if built and not (root / MANIFEST).exists():
             raise SnapshotError(NOT_BUILT.format(given))
         return cls(root, source=given, **options)
 
@@ -122,6 +120,7 @@ class Snapshot(SnapshotFiles):
     @contextlib.contextmanager
     def state(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection to the state database for one request, closed after it."""
+        self._check_not_empty()
         if self._connection is not None:
             con = self._connection()
         elif self._mode == "per_call":  # a command: wait out a writer, check the schema
@@ -134,6 +133,13 @@ class Snapshot(SnapshotFiles):
             yield con
         finally:
             con.close()
+
+    def _check_not_empty(self) -> None:
+        """A directory holding nothing of a snapshot is named as such, with what to run."""
+        if self._connection is None and not any(
+            (self.root / name).exists() for name in SNAPSHOT_NAMES
+        ):
+            raise SnapshotError(NOT_BUILT.format(self.source))
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """The snapshot's held connection to the state database (opened once)."""
@@ -154,8 +160,7 @@ class Snapshot(SnapshotFiles):
         """The index's retrievers, opened on first use."""
         with self._lock:
             if self._searcher is None:
-                if not self.lance_path.exists() and not self.state_path.exists():
-                    raise SnapshotError(NOT_BUILT.format(self.source))
+                self._check_not_empty()
                 from ghindex.query.search import Searcher
 
                 state = self.state if self.state_path.exists() else None

@@ -77,14 +77,15 @@ def pull(
     started = time.perf_counter()
     target = Destination(dest)
     target.check_usable()
+    if ref is None:  # before DEST is made: a store that is missing or empty leaves no trace
+        latest = latest_ref(store)
+        if latest is None:
+            raise SnapshotError(f"{shown(store.url)} holds no snapshot yet: publish one first")
+        ref = latest if snapshot_id is None else None
     with locked(target.path, "pull", say):
         target.check_usable()
         target.repair()
         target.clear_staging()
-        if snapshot_id is None and ref is None:
-            ref = latest_ref(store)
-            if ref is None:
-                raise SnapshotError(f"{shown(store.url)} holds no snapshot yet: publish one first")
         wanted = snapshot_id or (ref.snapshot_id if ref else "")
         report = PullReport(wanted, shown(store.url), str(target.path), 0, 0, 0, 0, False, 0.0)
         here = _present(target.path, wanted, ref if snapshot_id is None else None)
