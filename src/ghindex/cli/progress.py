@@ -10,6 +10,7 @@ every step; `off` shows no progress at all.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -39,15 +40,17 @@ def on_stderr(live: bool = True) -> Progress:
 
 
 def seconds_between_lines() -> float | None:
-    """GHINDEX_PROGRESS_SECONDS: seconds, or None for `off`."""
-    given = os.environ.get(ENV, "").strip().lower()
-    if given in ("off", "none", "no", "false"):
+    """GHINDEX_PROGRESS_SECONDS: seconds (default EVERY), or None for `off`."""
+    given = os.environ.get(ENV, "").strip()
+    if not given:
+        return EVERY
+    if given.lower() == "off":
         return None
     try:
-        every = float(given) if given else EVERY
+        every = float(given)
     except ValueError:
-        every = -1.0
-    if not every >= 0:
+        every = math.nan
+    if not every >= 0:  # also refuses nan
         raise ConfigError(f"{ENV} must be a number of seconds (0 or more) or off, not {given!r}")
     return every
 
