@@ -139,19 +139,21 @@ def test_a_command_shorter_than_the_interval_prints_nothing():
 def test_status_lines_tick_while_a_step_runs_and_a_shown_task_gets_its_last_line():
     lines = []
     shown = StatusLines(0.05, write=lines.append, clock=lambda: 0.0)
-    task = shown.task("rate limit", verb="waiting 1m until the reset at 14:05:00 UTC")
+    task = shown.task("build", 10, unit="rows", verb="embedded")
     deadline = time.monotonic() + 10
     while not lines and time.monotonic() < deadline:
         time.sleep(0.01)
-    shown.note("ignored while a task runs")
-    time.sleep(0.2)
+    shown.note("a note while a task runs")
+    time.sleep(0.1)
+    task.advance(10)
     task.close()
     shown.close()
     count = len(lines)
     time.sleep(0.2)
 
-    tick = "rate limit: waiting 1m until the reset at 14:05:00 UTC, 0s so far"
-    assert count >= 3 and set(lines) == {tick}  # ticks, then the task's last line
+    assert lines[0] == "build: 0 / 10 rows embedded"  # a tick, with nothing done yet
+    assert lines[-1] == "build: 10 / 10 rows embedded"  # the task's last line, on close
+    assert set(lines) == {lines[0], lines[-1]}  # the open task, not the note
     assert len(lines) == count  # nothing after close
 
 
