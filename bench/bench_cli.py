@@ -7,20 +7,29 @@ leaves in bench/.cache/), so every run pays the imports, opening the snapshot an
 `--encoder torch`). Runs of the commands are interleaved so that machine noise falls on
 all of them alike.
 
-    python -m bench.bench_cli --runs 7
+With `--rows N` the workdir is the httpx one with its index replaced by a synthetic
+table of N rows (bench_search's copies of real rows; built once into bench/.cache/).
+`--demo` times `ghindex demo` in a fresh directory, whole and by phase.
+
+    python -m bench.bench_cli --runs 10
+    python -m bench.bench_cli --rows 100000 --runs 10
+    python -m bench.bench_cli --demo
     python -m bench.bench_cli --workdir DIR --encoder torch
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 QUERY = "connection pool timeout when the server closes the connection"
@@ -31,6 +40,7 @@ def commands(workdir: Path) -> dict[str, list[str]]:
     return {
         "search QUERY": ["search", QUERY, "-k", "10"],
         f"show {first}": ["show", first],
+        f"related {first}": ["related", first],
         "status": ["status"],
         "sql SELECT count(*) FROM commits": ["sql", "SELECT count(*) FROM commits"],
     }
@@ -65,15 +75,89 @@ def time_once(args: list[str], workdir: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
+def synthetic_workdir(base: Path, rows: int) -> Path:
+    """`base`'s state beside a synthetic index of `rows` rows (made once, then reused)."""
+    target = CACHE / f"cli-{rows}"
+    if (target / "lance").is_dir():
+        return target
+    from bench.bench_search import EVAL, base_documents, base_vectors, synthesise
+    from ghindex.config import DEFAULT_MODEL, DEFAULT_PRECISION
+    from ghindex.index import table as index
+    from ghindex.index.chunking import ChunkSettings
+    from ghindex.index.onnx_encoder import build_encoder
+
+    staging = Path(tempfile.mkdtemp(prefix="cli-", dir=CACHE))
+    for name in ("state.duckdb", "manifest.json"):
+        shutil.copy(base / name, staging / name)
+    embedder = build_encoder(DEFAULT_MODEL, precision=DEFAULT_PRECISION)
+    documents = base_documents(EVAL / "corpus.jsonl", 3000, ChunkSettings())
+    chunks, vectors = synthesise(documents, base_vectors(documents, embedder), rows)
+    index.write_chunks(index.connect(staging / "lance"), embedder.name, chunks, vectors,
+                       embedder.dimension, precision=DEFAULT_PRECISION)  # fmt: skip
+    staging.rename(target)
+    return target
+
+
+def demo_phases(runs: int) -> list[tuple[str, list[float]]]:
+    """`ghindex demo` from a fresh directory (process start to exit), and its phases in
+    one process: loading the sample, the build (embedding), the four searches."""
+    from ghindex.config import DEFAULT_MODEL, Settings
+    from ghindex.index.build import build
+    from ghindex.query.search import Searcher
+    from ghindex.sample.demo import QUERIES, load_sample
+
+    whole, load, built, searched = [], [], [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="ghindex-demo-") as fresh:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "ghindex", "demo"], cwd=fresh,
+                           capture_output=True, check=True)  # fmt: skip
+            whole.append(time.perf_counter() - started)
+        with tempfile.TemporaryDirectory(prefix="ghindex-demo-") as fresh:
+            settings = Settings(workdir=Path(fresh) / "demo", graphql_url="", model=DEFAULT_MODEL)
+            started = time.perf_counter()
+            load_sample(settings)
+            load.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            build(settings)
+            built.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            searcher = Searcher(settings.lance_path)
+            for query, filters, mode in QUERIES:
+                searcher.search(query, filters=filters, k=3, mode=mode)
+            searcher.close()
+            searched.append(time.perf_counter() - started)
+    return [("`ghindex demo`, whole (fresh directory)", whole),
+            ("phase: load the sample into the state", load),
+            ("phase: build (chunk, embed, index)", built),
+            ("phase: the four searches (incl. loading the encoder)", searched)]  # fmt: skip
+
+
+def table(rows: list[tuple[str, list[float]]]) -> None:
+    print("| command | median s | p95 s | min s | max s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, values in rows:
+        print(f"| {name} | {statistics.median(values):.2f} | "
+              f"{float(np.percentile(values, 95)):.2f} | {min(values):.2f} | "
+              f"{max(values):.2f} |")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=CACHE / "eval-httpx-changelog")
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--rows", type=int, help="a synthetic index of this many rows")
+    parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--encoder", choices=("onnx", "torch"), default="onnx")
+    parser.add_argument("--demo", action="store_true", help="time the demo instead")
     args = parser.parse_args(argv)
+    if args.demo:
+        table(demo_phases(args.runs))
+        return 0
     workdir = args.workdir.resolve()
     if not (workdir / "lance").is_dir():
         sys.exit(f"no index at {workdir / 'lance'}: run bench.eval_retrieval first")
+    if args.rows:
+        workdir = synthetic_workdir(workdir, args.rows)
     env = {**os.environ, "GHINDEX_ENCODER": args.encoder, "GHINDEX_WORKDIR": str(workdir)}
     cases = commands(workdir)
     for args_ in cases.values():  # warm the page cache and the ONNX export, untimed
@@ -82,14 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.runs):
         for name, args_ in cases.items():
             times[name].append(time_once(args_, workdir, env))
-    manifest = json.loads((workdir / "manifest.json").read_text(encoding="utf-8"))
-    chunks = manifest.get("counts", {}).get("chunks")
-    print(f"workdir {workdir} ({chunks} rows), encoder {args.encoder}, {args.runs} runs")
-    print("| command | median s | min s | max s |")
-    print("|---|---:|---:|---:|")
-    for name, values in times.items():
-        print(f"| `ghindex {name}` | {statistics.median(values):.2f} | {min(values):.2f} "
-              f"| {max(values):.2f} |")  # fmt: skip
+    from ghindex.index import table as index
+
+    rows = index.connect(workdir / "lance").open_table(index.CHUNKS).count_rows()
+    print(f"workdir {workdir} ({rows:,} rows), encoder {args.encoder}, {args.runs} runs")
+    table([(f"`ghindex {name}`", values) for name, values in times.items()])
     return 0
 
 

@@ -219,12 +219,22 @@ def test_search_cli_text_output(sample, run):
 
 
 def test_search_without_an_index_says_what_to_do(run, isolated):
-    result = run("search", "anything")
+    work = isolated / "work"
+    result = run("search", "anything")  # nothing at all yet
 
     assert result.exit_code == 1
     assert result.stderr == (
-        f"Error: no index at {isolated / 'work' / 'lance'}: run `ghindex build` first\n"
+        f"Error: no snapshot in {work}: run `ghindex demo` for the sample, `ghindex fetch` "
+        "and `ghindex build` for your repositories, or `ghindex pull --store URL`\n"
     )
+    assert not work.exists()
+
+    store_issues(settings_for(work), [issue_node(1)])  # fetched, not built
+    result = run("search", "anything")
+
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: no index at {work / 'lance'}: run `ghindex build` first\n"
+    assert not (work / "lance").exists()
 
 
 def test_build_without_state_says_what_to_do(run, isolated):

@@ -27,6 +27,24 @@ def repo_values(_ctx: click.Context, _param: click.Parameter, value):
     return parsed if isinstance(value, tuple) else (parsed[0] if parsed else None)
 
 
+repos_option = click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="OWNER/NAME",
+    callback=repo_values,
+    help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
+)
+orgs_option = click.option(
+    "--org",
+    "orgs",
+    multiple=True,
+    metavar="ORG",
+    help="Every repository of this organisation or user, filtered by the include, exclude, "
+    "archived and forks settings of ghindex.toml (repeatable).",
+)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
 git_option = click.option(

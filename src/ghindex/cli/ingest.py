@@ -13,8 +13,10 @@ from ghindex.cli.base import (
     git_option,
     json_option,
     max_wait_option,
+    orgs_option,
     precision_option,
     repo_values,
+    repos_option,
     wiki_option,
 )
 from ghindex.cli.output import emit_json, progress
@@ -22,22 +24,8 @@ from ghindex.config import DEFAULT_DEVICE, DEVICES, github_token
 
 
 @cli.command()
-@click.option(
-    "--repo",
-    "repos",
-    multiple=True,
-    metavar="OWNER/NAME",
-    callback=repo_values,
-    help="Repository to fetch; repeat for several (default: `repos` in ghindex.toml).",
-)
-@click.option(
-    "--org",
-    "orgs",
-    multiple=True,
-    metavar="ORG",
-    help="Every repository of this organisation or user, filtered by the include, exclude, "
-    "archived and forks settings of ghindex.toml (repeatable).",
-)
+@repos_option
+@orgs_option
 @click.option(
     "--full",
     is_flag=True,

@@ -14,11 +14,13 @@ from ghindex.cli.base import (
     git_option,
     json_option,
     max_wait_option,
-    repo_values,
+    orgs_option,
+    repos_option,
     wiki_option,
     workdir_root,
 )
 from ghindex.cli.output import emit_json, progress
+from ghindex.progress import size_text
 
 store_option = click.option(
     "--store",
@@ -105,15 +107,8 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
 
 
 @cli.command()
-@click.option(
-    "--repo",
-    "repos",
-    multiple=True,
-    metavar="OWNER/NAME",
-    callback=repo_values,
-    help="Repository to fetch.",
-)
-@click.option("--org", "orgs", multiple=True, metavar="ORG", help="Every repository of an org.")
+@repos_option
+@orgs_option
 @store_option
 @git_option
 @wiki_option
@@ -238,7 +233,7 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     click.echo(f"created   {summary['created_at']} ({_age(summary['age_seconds'])} ago)")
     model = summary.get("model") or {}
     click.echo(f"model     {model.get('name')} ({model.get('dimension')} dimensions)")
-    click.echo(f"size      {_size(summary['total_bytes'])}")
+    click.echo(f"size      {size_text(summary['total_bytes'])}")
     for kind, count in sorted(summary["counts"].items()):
         click.echo(f"  {kind:<20} {count:>8,}")
     redaction = summary.get("redaction") or {}
@@ -278,14 +273,6 @@ def _cursors(cursors: dict[str, str | None]) -> str:
         f"{surface.replace('_', ' ')} " + (f"to {mark[:16].replace('T', ' ')}" if mark else "none")
         for surface, mark in sorted(cursors.items())
     )
-
-
-def _size(count: int) -> str:
-    """Bytes for people: 18.9 MB, 1.2 GB (powers of 1000, as disks and stores count)."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
 
 
 def _age(seconds: int | None) -> str:
