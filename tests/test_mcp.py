@@ -631,17 +631,24 @@ def test_status_describes_the_snapshot(server, holder):
         "encoder": "onnx",
     }
     assert (body["counts"]["issue"], body["counts"]["pull_request"]) == (12, 1)
-    assert body["built_at"] and body["sync"] == {"syncs": 0}
+    assert body["built_at"] and body["sync"] is None  # a directory: nothing to sync
 
 
 def test_status_shows_the_store_without_credentials(snapshot_dir):
-    holder = SnapshotHolder(current=open_snapshot(snapshot_dir))
-    holder.sync.store = "s3://key:secret@bucket/ghindex?X-Amz-Signature=abc"
-    holder.sync.interval = 300.0
+    store = Store("s3://key:secret@bucket/ghindex?X-Amz-Signature=abc")
+    holder = SnapshotHolder(current=open_snapshot(snapshot_dir), store=store, interval=300.0)
 
     body = answer(create_server(holder), "status")
 
-    assert body["sync"] == {"store": "s3://bucket/ghindex", "interval": 300.0, "syncs": 0}
+    assert body["sync"] == {
+        "store": "s3://bucket/ghindex",
+        "interval_seconds": 300.0,
+        "last_check": None,
+        "seconds_since_last_check": None,
+        "last_success": None,
+        "last_error": None,
+        "syncs": 0,
+    }
 
 
 @pytest.mark.parametrize(

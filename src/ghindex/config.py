@@ -32,6 +32,7 @@ DEVICES = ("auto", "cpu", "cuda")  # where a build embeds (index/onnx_encoder.py
 DEFAULT_DEVICE = "auto"
 DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
 DEFAULT_KEEP = 10  # snapshots `gc` keeps
+DEFAULT_SYNC_INTERVAL = 60.0  # seconds between `serve --store` checks of the store
 CONFIG_FILE = "ghindex.toml"
 
 # TOML key -> environment variable. A key absent here is an error in the file.

@@ -17,7 +17,7 @@ from ghindex.cli.base import (
     workdir_root,
 )
 from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
-from ghindex.config import Settings
+from ghindex.config import DEFAULT_SYNC_INTERVAL, Settings
 from ghindex.query.filters import MODES, SORTS
 from ghindex.vocabulary.edges import KINDS
 from ghindex.vocabulary.types import FILTER_TYPES
@@ -371,9 +371,9 @@ def show(
 @click.option(
     "--sync-interval",
     type=click.FloatRange(min=1),
-    default=300.0,
+    default=DEFAULT_SYNC_INTERVAL,
     show_default=True,
-    help="Seconds between checks of the store for a newer snapshot.",
+    help="Seconds between checks of the store for a newer snapshot (one small request).",
 )
 @click.option(
     "--allowed-host",
@@ -430,7 +430,6 @@ def serve(
         holder = SnapshotHolder(
             store=Store(settings.store), cache=settings.workdir / "serve", interval=sync_interval
         )
-        holder.sync.store, holder.sync.interval = settings.store, sync_interval
         holder.start()
     else:
         root = (live_root(Path(snapshot)) if snapshot else workdir_root(settings)).resolve()

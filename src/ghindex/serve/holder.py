@@ -21,11 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ghindex.config import DEFAULT_SYNC_INTERVAL
 from ghindex.errors import GhindexError, SnapshotError, first_line
 from ghindex.query.snapshot import Snapshot
 from ghindex.serve.state_copy import StateCopy
-from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, STATE_FILE
+from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, STATE_FILE, Ref
 from ghindex.snapshot.local import in_use, live_root
+from ghindex.snapshot.stores import shown
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,10 @@ def open_snapshot(
     return served
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="seconds")
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()
@@ -99,12 +105,13 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 @dataclass
 class SyncState:
-    store: str | None = None
-    interval: float | None = None
-    last_attempt: str | None = None
-    last_success: str | None = None
-    last_error: str | None = None
-    syncs: int = 0
+    """How syncing from the store goes: when its pointer was last read, whether that
+    worked, and how many snapshots were swapped in."""
+
+    last_check: datetime | None = None  # the last read of the pointer, or try at one
+    last_success: datetime | None = None  # the last check that succeeded (new or not)
+    last_error: str | None = None  # why the last check failed; None once one succeeds
+    syncs: int = 0  # snapshots swapped in
 
 
 @dataclass
@@ -114,8 +121,9 @@ class SnapshotHolder:
     current: ServedSnapshot | None = None
     store: Any = None  # ghindex.snapshot.Store, when syncing
     cache: Path | None = None  # where synced snapshots live, one directory each
-    interval: float = 300.0
+    interval: float = DEFAULT_SYNC_INTERVAL
     sync: SyncState = field(default_factory=SyncState)
+    ref: Ref | None = None  # the pointer generation whose snapshot is served
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _reopening: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -168,21 +176,25 @@ class SnapshotHolder:
             self._remove(old)
 
     def sync_once(self) -> bool:
-        """Pull the store's latest snapshot if it is new; True when it was swapped in."""
+        """Pull the store's latest snapshot if it is new; True when it was swapped in.
+        A check that finds nothing new lists the pointer's names from the generation
+        served on (one small request, see `latest_ref`) and reads nothing else."""
         from ghindex.snapshot import pull
         from ghindex.snapshot.refs import latest_ref
 
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        self.sync.last_attempt = now
+        now = datetime.now(UTC)
+        self.sync.last_check = now
         try:
-            ref = latest_ref(self.store)
+            ref = latest_ref(self.store, known=self.ref)
             current = self.current.manifest.get("snapshot_id") if self.current else None
             if ref is None or current == ref.snapshot_id:
+                self.ref = ref
                 self.sync.last_success, self.sync.last_error = now, None
                 return False
             assert self.cache is not None
             pull(self.store, self.cache, ref=ref, say=log.warning)
             self.replace(open_snapshot(self.cache, immutable=True))
+            self.ref = ref
         except Exception as exc:  # a failed sync must never stop serving
             self._failure = exc
             self.sync.last_error = first_line(exc)
@@ -194,6 +206,24 @@ class SnapshotHolder:
         self.sync.syncs += 1
         log.warning("now serving snapshot %s", ref.snapshot_id)
         return True
+
+    def sync_status(self) -> dict[str, Any] | None:
+        """What `status` says about syncing (None for a server that does not sync): the
+        store (without credentials), the interval, when the pointer was last checked and
+        how long ago, the last success, the last error, and the swaps so far."""
+        if self.store is None:
+            return None
+        checked = self.sync.last_check
+        since = None if checked is None else int((datetime.now(UTC) - checked).total_seconds())
+        return {
+            "store": shown(self.store.url),
+            "interval_seconds": self.interval,
+            "last_check": _iso(checked),
+            "seconds_since_last_check": since,
+            "last_success": _iso(self.sync.last_success),
+            "last_error": self.sync.last_error,
+            "syncs": self.sync.syncs,
+        }
 
     def start(self) -> None:
         """Sync now, then every `interval` seconds in a background thread. When the store
@@ -211,9 +241,7 @@ class SnapshotHolder:
             raise (
                 failure
                 if isinstance(failure, GhindexError)
-                else SnapshotError(
-                    f"cannot read {self.sync.store or 'the store'}: {first_line(failure)}"
-                )
+                else SnapshotError(f"cannot read {shown(self.store.url)}: {first_line(failure)}")
             )
         self._thread = threading.Thread(target=self._loop, name="ghindex-sync", daemon=True)
         self._thread.start()

@@ -228,8 +228,10 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
     @server.tool(annotations=READ_ONLY)
     @answer
     def status() -> dict[str, Any]:
-        """The snapshot being served: id, when it was built, its age, repositories with
-        their sync cursors, counts per type, the embedding model, and sync health."""
+        """The snapshot being served: id, when it was published and built, its age,
+        repositories with their sync cursors, counts per type, the embedding model, and
+        `sync`: when the server last checked its store for a newer snapshot (null when
+        it serves a directory), the last success and the last error."""
         return tools.status(holder)
 
     strict_arguments(server)

@@ -94,11 +94,7 @@ def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIME
 def status(holder: SnapshotHolder) -> dict[str, Any]:
     holder.follow_rebuilds()
     snapshot = holder.current
-    sync = {k: v for k, v in vars(holder.sync).items() if v is not None}
-    if "store" in sync:  # as messages show it: no user, password or query string
-        from ghindex.snapshot.stores import shown
-
-        sync["store"] = shown(sync["store"])
+    sync = holder.sync_status()
     if snapshot is None:
         return {
             "snapshot_id": None,

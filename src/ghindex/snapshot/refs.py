@@ -14,16 +14,19 @@ from ghindex.snapshot.layout import (
     Ref,
     check_snapshot_id,
     manifest_path,
+    ref_path,
 )
 from ghindex.snapshot.stores import Store, shown
 
-_GENERATION_RE = re.compile(r"[0-9]{1,18}\.json", re.ASCII)
+# Generation names as `ref_path` writes them: fixed width, so they list in their order.
+_GENERATION_RE = re.compile(r"[0-9]{12}\.json", re.ASCII)
 
 
-def _generations(store: Store) -> dict[int, str]:
-    """Pointer generation -> its path; names that are not a generation are ignored."""
+def _generations(store: Store, after: str | None = None) -> dict[int, str]:
+    """Pointer generation -> its path (only names after `after`, when given); names
+    that are not a generation are ignored."""
     found = {}
-    for entry in store.list(REFS):
+    for entry in store.list(REFS, offset=after):
         name = entry.path.rsplit("/", 1)[-1]
         if entry.path == REFS + name and _GENERATION_RE.fullmatch(name):
             found[int(name[:-5])] = entry.path
@@ -35,8 +38,21 @@ def refs(store: Store) -> list[Ref]:
     return [_read_ref(store, g, p) for g, p in sorted(_generations(store).items())]
 
 
-def latest_ref(store: Store) -> Ref | None:
-    """The newest generation of the pointer, or None for an empty store."""
+def latest_ref(store: Store, known: Ref | None = None) -> Ref | None:
+    """The newest generation of the pointer, or None for an empty store.
+
+    Given `known` (a generation read before), only the names from its own on are
+    listed: when nothing is newer that is one request, whose answer is one name
+    however many generations the store keeps, and `known` itself is returned unread
+    (a generation is written once, never changed). Should `known`'s generation be gone
+    (a store emptied and published to again), the whole pointer is read."""
+    if known is not None:
+        listed = _generations(store, after=ref_path(known.generation - 1))
+        if known.generation in listed:
+            newest = max(listed)
+            if newest == known.generation:
+                return known
+            return _read_ref(store, newest, listed[newest])
     generations = _generations(store)
     if not generations:
         return None

@@ -136,11 +136,13 @@ class Store:
             raise self._error("read", path, exc) from None
         return Entry(path, int(meta["size"]), meta["last_modified"])
 
-    def list(self, prefix: str) -> list[Entry]:
+    def list(self, prefix: str, offset: str | None = None) -> list[Entry]:
+        """The objects under `prefix`, by path; with `offset`, only those whose path sorts
+        after it (S3's `start-after`: the store skips the rest, it is not sent)."""
         backend = self._store
         try:
             found = []
-            for batch in obstore.list(backend, prefix=prefix):
+            for batch in obstore.list(backend, prefix=prefix, offset=offset):
                 found.extend(Entry(m["path"], int(m["size"]), m["last_modified"]) for m in batch)
         except _MISSING:
             return []
