@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -31,7 +30,6 @@ from pathlib import Path
 
 import boto3
 import numpy as np
-from moto.server import ThreadedMotoServer
 
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.index import table as index
@@ -44,6 +42,7 @@ from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
 from testkit.github_server import as_response, issue_node, repository_node
+from testkit.store_proxy import start_s3
 
 REPO = "bench/snapshots"
 # Runs the ghindex CLI, then prints the process's peak resident memory (KiB) to stderr.
@@ -115,14 +114,8 @@ def main() -> None:
     rng = np.random.default_rng(1)
     bodies = texts(args.corpus)
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)  # fmt: skip
+    server, endpoint = start_s3("bench")
     s3 = boto3.client("s3", endpoint_url=endpoint)
-    s3.create_bucket(Bucket="bench")
     store = Store("s3://bench/ghindex")
     tmp = Path(tempfile.mkdtemp())
     try:

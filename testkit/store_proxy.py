@@ -1,4 +1,5 @@
-"""A counting proxy in front of a local object store server (moto), on 127.0.0.1.
+"""A local S3 server (moto) for benchmarks, and a counting proxy in front of one, both
+on 127.0.0.1.
 
 Point a client at `proxy.url` instead of the store server (`AWS_ENDPOINT_URL`) and
 every HTTP request it makes is forwarded unchanged and logged in `proxy.log`: method,
@@ -12,6 +13,7 @@ moves.
 from __future__ import annotations
 
 import http.client
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +25,23 @@ from urllib.parse import parse_qsl, urlsplit
 KEPT = 64 * 1024  # response bodies up to this size are kept in the log
 _HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
         "upgrade", "content-length"}  # fmt: skip
+
+
+def start_s3(bucket: str) -> tuple[Any, str]:
+    """A moto S3 server holding an empty `bucket`, with this process's AWS_* variables
+    pointed at it (a benchmark's whole environment; tests use conftest's fixtures).
+    Returns the server (`.stop()` it) and its endpoint."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                      AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)  # fmt: skip
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    return server, endpoint
 
 
 @dataclass(frozen=True)
