@@ -134,3 +134,14 @@ def test_reading_commands_in_an_empty_directory_make_nothing_and_say_what_to_do(
             "and `ghindex build` for your repositories, or `ghindex pull --store URL`"
         ), command
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reader_that_stops_early_is_not_an_error(fresh):
+    home, env, _stdout = fresh
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "ghindex", "status"],
+        cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    reader.stdout.close()  # the reader is gone before the first line, as `| head -0`
+    _out, err = reader.communicate(timeout=120)
+    assert "Error" not in err and "Traceback" not in err, err

@@ -12,11 +12,4 @@ __all__ = ["cli", "main"]
 
 
 def main() -> None:
-    try:
-        cli(prog_name="ghindex")
-    except BrokenPipeError:  # the reader stopped early (`| head`): not a failure of ours
-        import os
-        import sys
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        sys.exit(0)
+    cli(prog_name="ghindex")

@@ -121,6 +121,7 @@ class _Group(click.Group):
             if ctx.obj is not None and ctx.obj.debug:
                 raise
             raise click.ClickException(str(exc)) from None
+        # a closed pipe (`| head`) is click's to end quietly, not an unexpected failure
         except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
             raise
         except Exception as exc:
