@@ -301,7 +301,7 @@ def build_encoder(
     `.precision`, `.encoder` ("onnx" or "torch") and `.encode(texts)`. ONNX Runtime on
     every core, unless GHINDEX_ENCODER=torch or the export cannot be used (fp32 then
     falls back to torch with a warning; int8 has no fallback). `device` None is auto."""
-    choice = _encoder_choice()
+    choice = encoder_choice()
     placement = place(
         device or "auto",
         precision=precision,
@@ -341,7 +341,7 @@ def query_encoder(name: str, precision: str = FP32) -> Any:
     GHINDEX_ENCODER=torch or the ONNX path cannot be used. An int8 index has no such
     fallback (torch makes other vectors): that is one error line instead."""
     refusal = "the index holds int8 vectors, which only ONNX Runtime makes"
-    if _encoder_choice() == "torch":
+    if encoder_choice() == "torch":
         if precision == INT8:
             raise IndexUnusable(f"{refusal}: unset GHINDEX_ENCODER=torch to search it")
         return Embedder(name)
@@ -380,6 +380,13 @@ def _onnx(
         return None
 
 
+def exported(name: str, precision: str) -> bool:
+    """Whether `name`'s export already holds the file of `precision` (loading it then
+    costs a fraction of a second; making it, minutes)."""
+    folder = export_dir(name)
+    return (folder / META_FILE).exists() and (precision != INT8 or (folder / INT8_FILE).exists())
+
+
 def _ready(name: str, precision: str) -> Path:
     """The export folder of `name` holding the file of `precision`, made if missing."""
     folder = export_dir(name)
@@ -396,7 +403,7 @@ def new_index_precision(model: str, device: str | None = None) -> str:
     """The precision of a new index: DEFAULT_PRECISION (int8) where ONNX Runtime runs
     `model` on the CPU, else fp32 (GHINDEX_ENCODER=torch, a CUDA device, a model that
     cannot be exported), said in a warning when the export is what failed."""
-    if DEFAULT_PRECISION == FP32 or _encoder_choice() == "torch":
+    if DEFAULT_PRECISION == FP32 or encoder_choice() == "torch":
         return FP32
     providers = _ort_providers()
     if not providers or device == "cuda" or (device in (None, "auto") and CUDA in providers):
@@ -411,7 +418,8 @@ def new_index_precision(model: str, device: str | None = None) -> str:
     return INT8
 
 
-def _encoder_choice() -> str:
+def encoder_choice() -> str:
+    """GHINDEX_ENCODER: `onnx` (the default) or `torch`."""
     choice = os.environ.get("GHINDEX_ENCODER", "onnx").strip().lower() or "onnx"
     if choice not in ENCODERS:
         raise ConfigError(f"GHINDEX_ENCODER must be one of {', '.join(ENCODERS)}, not {choice!r}")

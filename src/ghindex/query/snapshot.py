@@ -158,14 +158,31 @@ class Snapshot(SnapshotFiles):
     @property
     def searcher(self) -> Searcher:
         """The index's retrievers, opened on first use."""
+        return self._open_searcher(embeds=False)
+
+    def _open_searcher(self, *, embeds: bool) -> Searcher:
+        """The searcher; opened for a query that `embeds`, the query encoder loads in a
+        thread while the index's libraries import (`query/encoder_ahead.py`)."""
         with self._lock:
             if self._searcher is None:
                 self._check_not_empty()
+                options: dict[str, Any] = {}
+                if embeds and self.lance_path.is_dir():
+                    from ghindex.query import encoder_ahead
+
+                    try:
+                        hint = self.manifest
+                    except SnapshotError:
+                        hint = {}  # the manifest's own error belongs to what reads it
+                    options["embedder_factory"] = encoder_ahead.start(hint)
                 from ghindex.query.search import Searcher
 
                 state = self.state if self.state_path.exists() else None
                 self._searcher = Searcher(
-                    self.lance_path, state=state, reranker_factory=self._reranker_factory
+                    self.lance_path,
+                    state=state,
+                    reranker_factory=self._reranker_factory,
+                    **options,
                 )
             return self._searcher
 
@@ -203,9 +220,8 @@ class Snapshot(SnapshotFiles):
         update or creation time with `sort`; `expand` adds the items linked to them."""
         if sort not in SORTS:
             raise GhindexError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
-        response = self.searcher.search(
-            query, filters=filters, k=k, mode=mode, rerank=rerank, mmr=mmr
-        )
+        searcher = self._open_searcher(embeds=mode != "sparse")
+        response = searcher.search(query, filters=filters, k=k, mode=mode, rerank=rerank, mmr=mmr)
         if sort == "updated_desc":
             response.results.sort(key=lambda h: h.updated_at or "", reverse=True)
         elif sort == "created_desc":  # a hit carries no creation time: look its item up
@@ -238,7 +254,8 @@ class Snapshot(SnapshotFiles):
         """The passages most relevant to `question` that fit `max_tokens`, each cited."""
         from ghindex.query.context import CANDIDATES, pack
 
-        response = self.searcher.search(question, filters=filters, k=CANDIDATES, mode="hybrid")
+        searcher = self._open_searcher(embeds=True)
+        response = searcher.search(question, filters=filters, k=CANDIDATES, mode="hybrid")
         return pack(response, max_tokens)
 
     def show(self, handle: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
