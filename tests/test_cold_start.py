@@ -64,6 +64,13 @@ def test_only_a_package_not_yet_imported_is_deferred(package):
     assert deferred.defer_package_init("slowpkg.models") is False  # a module, not a package
 
 
+def printed(script: str) -> list[str]:
+    """The words `script` prints, run in a fresh interpreter (nothing imported yet)."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return done.stdout.split()
+
+
 @pytest.mark.slow
 def test_lancedb_imports_without_the_rest_client_which_still_answers():
     script = (
@@ -72,9 +79,7 @@ def test_lancedb_imports_without_the_rest_client_which_still_answers():
         "from lance_namespace_urllib3_client import ApiClient, __version__\n"
         "print(ApiClient.__name__, 'lance_namespace_urllib3_client.api' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    assert done.stdout.split() == ["False", "ApiClient", "True"]
+    assert printed(script) == ["False", "ApiClient", "True"]
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +172,23 @@ def test_a_load_that_fails_ahead_fails_the_query_as_it_would_have(quantised, mon
     assert isinstance(ahead_of(factory), encoder_ahead.EncoderAhead)
     with pytest.raises(IndexUnusable, match="holds int8 vectors"):
         factory(DEFAULT_MODEL, INT8)
+
+
+@pytest.mark.slow
+def test_lancedb_imports_as_on_newer_python_and_overrides_stays_whole():
+    """lancedb's methods get the marker-only `override` while it imports; code imported
+    after it gets the real decorator, which still refuses a method overriding nothing."""
+    script = (
+        "import ghindex, lancedb, overrides\n"
+        "print(lancedb.db.LanceDBConnection.open_table.__override__)\n"
+        "try:\n"
+        "    class Base:\n"
+        "        pass\n"
+        "    class Child(Base):\n"
+        "        @overrides.override\n"
+        "        def nothing_to_override(self): ...\n"
+        "    print('accepted')\n"
+        "except TypeError:\n"
+        "    print('refused')\n"
+    )
+    assert printed(script) == ["True", "refused"]

@@ -145,3 +145,33 @@ def test_a_reader_that_stops_early_is_not_an_error(fresh):
     reader.stdout.close()  # the reader is gone before the first line, as `| head -0`
     _out, err = reader.communicate(timeout=120)
     assert "Error" not in err and "Traceback" not in err, err
+
+
+def test_a_reading_command_ends_at_once_yet_hands_over_all_it_wrote(fresh):
+    """Reading commands skip the interpreter's teardown (`cli.main`): whatever they wrote,
+    far past a pipe's buffer, still arrives whole, and the exit codes are as before."""
+    home, env, _stdout = fresh
+    query = (
+        "SELECT i, repeat(chr(CAST(97 + i % 26 AS INTEGER)), 100) AS text "
+        "FROM range(6000) t(i) ORDER BY i"
+    )
+    done = ghindex(["sql", query, "--json", "--max-rows", "100000"], home, env)
+
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout) > 512 * 1024
+    rows = json.loads(done.stdout)["rows"]
+    assert [(r["i"], r["text"]) for r in rows] == [(i, chr(97 + i % 26) * 100) for i in range(6000)]
+    usage = ghindex(["search", "x", "--mode", "nope"], home, env)
+    assert usage.returncode == 2 and "Invalid value for '--mode'" in usage.stderr
+    failed = ghindex(["show", "nobody/nothing#1"], home, env)
+    assert failed.returncode == 1 and failed.stderr.strip().splitlines()[-1].startswith("Error: ")
+
+
+def test_only_commands_that_write_nothing_end_without_teardown():
+    from ghindex.cli import QUICK_EXIT, cli
+
+    assert set(cli.commands) >= QUICK_EXIT
+    writers = {"fetch", "build", "merge", "demo", "publish", "pull", "update", "gc", "export",
+               "report", "serve"}  # fmt: skip
+    assert not QUICK_EXIT & writers
+    assert set(cli.commands) == QUICK_EXIT | writers  # a new command is placed on purpose

@@ -5,11 +5,42 @@ Exit codes: 0 success, 1 failure (one line, no traceback unless --debug),
 2 usage error. One module per group of commands; importing them registers them.
 """
 
+import contextlib
+import logging
+import os
+import sys
+
 from ghindex.cli import analysis, ingest, query, snapshots  # noqa: F401  (registers the commands)
 from ghindex.cli.base import cli
 
 __all__ = ["cli", "main"]
 
+#: Commands that write nothing but their output. Once it is flushed, their process ends
+#: without the interpreter's teardown: freeing LanceDB's, pandas' and pydantic's objects
+#: one by one takes ~0.3 s of a cold `search` here, for memory the OS takes back at once.
+QUICK_EXIT = frozenset({"search", "context", "related", "show", "sql", "status"})
+
 
 def main() -> None:
-    cli(prog_name="ghindex")
+    try:
+        cli(prog_name="ghindex")
+    except SystemExit as done:
+        if getattr(cli, "invoked", None) in QUICK_EXIT:
+            leave(done.code)
+        raise
+
+
+def leave(code: object) -> None:
+    """End now with `code` (as `sys.exit` takes it), after flushing what was written."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): the message to stderr, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`)
+            stream.flush()
+    logging.shutdown()
+    os._exit(status)

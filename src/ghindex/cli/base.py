@@ -159,6 +159,7 @@ def cli(ctx: click.Context, config: str | None, workdir: str | None, debug: bool
       ghindex search "flaky test on windows" --state open -k 5
     """
     ctx.obj = Context(config=config, workdir=workdir, debug=debug)
+    ctx.command.invoked = ctx.invoked_subcommand  # type: ignore[attr-defined]  (for `main`)
     configure_logging(debug)
 
 

@@ -1,5 +1,7 @@
-"""Deferring a third-party package's `__init__` until one of its own names is used.
+"""What ghindex does to LanceDB's import so that a cold command starts fast. Two things,
+both invisible to code that uses the libraries (`defer_all`, at `import ghindex`):
 
+1. A third-party package's `__init__` deferred until one of its own names is used.
 `import lancedb` imports `lance_namespace`, which imports the models of the generated
 REST client `lance_namespace_urllib3_client`. Python runs a package's `__init__` before
 any submodule, and that client's `__init__` imports all its API classes, whose ~370
@@ -13,6 +15,14 @@ still imports it eagerly.)
 submodule alone. The first time anyone asks the package itself for a name
 (`from pkg import ApiClient`, `pkg.__version__`), its `__init__` runs in the same module
 object and the name is answered as before: nothing that uses the client changes.
+
+2. lancedb imported on Python 3.11 as on 3.12+. On 3.12+ lancedb marks its overriding
+methods with `typing.override`, which only sets `__override__`; before 3.12 it uses the
+`overrides` package, whose decorator disassembles the defining class's bytecode to check
+each of ~100 methods against its base class at import (~0.1 s here, for a check that
+lancedb's own tests make). While lancedb's modules execute, `overrides.override` is the
+marker-only decorator (`typing_extensions.override`); it is restored right after, so
+any other code gets the real one.
 """
 
 from __future__ import annotations
@@ -20,6 +30,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
+from typing import Any
 
 #: Packages whose `__init__` costs far more than what ghindex takes from them.
 DEFERRED = ("lance_namespace_urllib3_client",)
@@ -51,6 +65,47 @@ def defer_package_init(name: str) -> bool:
     return True
 
 
+class LanceDBAsOnNewerPython:
+    """A one-use import finder: the spec of `lancedb` whose execution sees the marker-only
+    `override` (see the module's docstring). Does nothing on Python 3.12+."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name != "lancedb":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            with marker_only_override():
+                execute(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+@contextmanager
+def marker_only_override() -> Iterator[None]:
+    try:
+        import overrides
+        from typing_extensions import override
+    except ImportError:  # nothing to swap: lancedb imports as it would
+        yield
+        return
+    saved = overrides.override
+    overrides.override = override
+    try:
+        yield
+    finally:
+        overrides.override = saved
+
+
 def defer_all() -> None:
     for name in DEFERRED:
         defer_package_init(name)
+    if sys.version_info < (3, 12) and "lancedb" not in sys.modules:
+        if not any(isinstance(f, LanceDBAsOnNewerPython) for f in sys.meta_path):
+            sys.meta_path.insert(0, LanceDBAsOnNewerPython())
