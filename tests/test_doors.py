@@ -23,7 +23,7 @@ from ghindex.query.snapshot import Snapshot
 from ghindex.serve import SnapshotHolder, open_snapshot, tools
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
-from ghindex.state.rows import iso_time
+from ghindex.vocabulary.times import iso_time
 from testkit.github_server import (
     as_response,
     comment_node,

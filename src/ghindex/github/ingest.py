@@ -48,8 +48,9 @@ from ghindex.github.reconcile import GUARD_SHARE, read_gaps_again, reconcile
 from ghindex.progress import Progress, Task
 from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
-from ghindex.state.rows import Node, github_time, newest_update
+from ghindex.state.rows import Node, newest_update
 from ghindex.vocabulary.handles import item_handle
+from ghindex.vocabulary.times import github_time
 
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.

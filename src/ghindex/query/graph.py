@@ -33,9 +33,9 @@ import duckdb
 
 from ghindex.errors import GhindexError
 from ghindex.query.handles import resolve_handle
-from ghindex.state.rows import iso_time
 from ghindex.vocabulary.edges import KINDS  # strongest first: neighbours of a hop in this order
 from ghindex.vocabulary.handles import SUB_ITEM
+from ghindex.vocabulary.times import iso_time
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
 """Hook for the items nearest to a handle in the vector index: (handle, k) -> up to k

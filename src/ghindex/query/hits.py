@@ -8,7 +8,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from ghindex.state.rows import iso_time
+from ghindex.vocabulary.times import iso_time
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from ghindex.query.handles import UnknownHandle, resolve_handle
-from ghindex.state.rows import iso_time
+from ghindex.vocabulary.times import iso_time
 
 DEFAULT_MAX_CHARS = 20_000
 

@@ -14,6 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from ghindex.state.redact import scrub_rows
+from ghindex.vocabulary.times import github_time
 
 Node = dict[str, Any]
 Row = dict[str, Any]
@@ -64,20 +65,6 @@ def delete_where_in(
 def unique(rows: Sequence[Row], key: tuple[str, ...]) -> list[Row]:
     """The last row for each key, in first-seen order."""
     return list({tuple(row[k] for k in key): row for row in rows}.values())
-
-
-def github_time(value: str) -> datetime:
-    """A GitHub DateTime ('2015-03-01T12:00:00Z') as an aware datetime."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def iso_time(value: datetime | None) -> str | None:
-    """The other way: a UTC time as GitHub writes it, 'Z' for '+00:00'."""
-    if value is None:
-        return None
-    if value.tzinfo is not None:  # a connection in another time zone gives local times
-        value = value.astimezone(UTC)
-    return value.isoformat().replace("+00:00", "Z")
 
 
 def newest_update(nodes: Sequence[Node]) -> datetime | None:
