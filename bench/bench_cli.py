@@ -20,6 +20,7 @@ table of N rows (bench_search's copies of real rows; built once into bench/.cach
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -78,10 +79,12 @@ def time_once(args: list[str], workdir: Path, env: dict[str, str]) -> float:
 def synthetic_workdir(base: Path, rows: int) -> Path:
     """`base`'s state beside a synthetic index of `rows` rows (made once, then reused)."""
     target = CACHE / f"cli-{rows}"
-    if (target / "lance").is_dir():
+    if (target / "lance" / "nearest.parquet").is_file():
         return target
+    shutil.rmtree(target, ignore_errors=True)  # made before the build listed nearest items
     from bench.bench_search import EVAL, base_documents, base_vectors, synthesise
     from ghindex.config import DEFAULT_MODEL, DEFAULT_PRECISION
+    from ghindex.index import nearest
     from ghindex.index import table as index
     from ghindex.index.chunking import ChunkSettings
     from ghindex.index.onnx_encoder import build_encoder
@@ -94,6 +97,10 @@ def synthetic_workdir(base: Path, rows: int) -> Path:
     chunks, vectors = synthesise(documents, base_vectors(documents, embedder), rows)
     index.write_chunks(index.connect(staging / "lance"), embedder.name, chunks, vectors,
                        embedder.dimension, precision=DEFAULT_PRECISION)  # fmt: skip
+    manifest = json.loads((staging / "manifest.json").read_text())
+    listed = nearest.write(staging / "lance", chunks, vectors)
+    manifest["nearest"] = {"file": "lance/nearest.parquet", "k": nearest.K, "entities": listed}
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2))
     staging.rename(target)
     return target
 

@@ -4,7 +4,6 @@ while the index's libraries import (`index/deferred.py`, `query/encoder_ahead.py
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -16,6 +15,7 @@ from ghindex.index.onnx_encoder import INT8_FILE, META_FILE, export, export_dir,
 from ghindex.index.onnx_encoder import quantise as quantise_export
 from ghindex.query import encoder_ahead
 from ghindex.query.snapshot import Snapshot
+from testkit.process import fresh_python
 from testkit.state import built_workdir
 
 PACKAGE_INIT = """
@@ -64,13 +64,6 @@ def test_only_a_package_not_yet_imported_is_deferred(package):
     assert deferred.defer_package_init("slowpkg.models") is False  # a module, not a package
 
 
-def printed(script: str) -> list[str]:
-    """The words `script` prints, run in a fresh interpreter (nothing imported yet)."""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    return done.stdout.split()
-
-
 @pytest.mark.slow
 def test_lancedb_imports_without_the_rest_client_which_still_answers():
     script = (
@@ -79,7 +72,7 @@ def test_lancedb_imports_without_the_rest_client_which_still_answers():
         "from lance_namespace_urllib3_client import ApiClient, __version__\n"
         "print(ApiClient.__name__, 'lance_namespace_urllib3_client.api' in sys.modules)\n"
     )
-    assert printed(script) == ["False", "ApiClient", "True"]
+    assert fresh_python(script).split() == ["False", "ApiClient", "True"]
 
 
 @pytest.fixture(scope="module")
@@ -191,4 +184,4 @@ def test_lancedb_imports_as_on_newer_python_and_overrides_stays_whole():
         "except TypeError:\n"
         "    print('refused')\n"
     )
-    assert printed(script) == ["True", "refused"]
+    assert fresh_python(script).split() == ["True", "refused"]

@@ -31,6 +31,7 @@ from ghindex.index.onnx_encoder import (
 )
 from ghindex.query.search import Searcher
 from testkit.github_server import issue_node
+from testkit.process import fresh_python
 from testkit.state import built_workdir, settings_for, store_issues
 
 pytestmark = pytest.mark.slow  # loads the real model and exports it
@@ -136,9 +137,7 @@ def test_a_cli_search_never_imports_torch(exported, isolated):
         " standalone_mode=False)\n"
         "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
     )
-    found = subprocess.run([sys.executable, "-c", script, str(workdir)], capture_output=True,
-                           text=True, check=True)  # fmt: skip
-    lines = found.stdout.strip().splitlines()
+    lines = fresh_python(script, str(workdir)).strip().splitlines()
     assert lines[0].startswith("1. octo/hello#3  (issue, open)  Issue 3 about topic 3")
     assert lines[-1] == "False False"
 

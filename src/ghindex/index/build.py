@@ -24,12 +24,13 @@ from ghindex import __version__
 from ghindex.config import DEFAULT_PRECISION, FP32, PRECISIONS, Settings
 from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
+from ghindex.index import nearest
 from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import canonical_model_name
 from ghindex.progress import Progress
-from ghindex.snapshot.layout import FORMAT_VERSION
+from ghindex.snapshot.layout import FORMAT_VERSION, INDEX_DIR
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
 
@@ -54,6 +55,7 @@ class BuildReport:
     notes: list[str] = field(default_factory=list)  # what the build did besides indexing
     precision: str = DEFAULT_PRECISION  # of every vector in the index
     encoder: str | None = None  # "onnx" or "torch" when this build embedded anything
+    nearest: int = 0  # entities whose nearest items `lance/nearest.parquet` lists
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,6 +157,8 @@ def build(
         written = index.write_chunks(
             db, model_name, chunks, vectors, dimension, precision=precision, prune=prune
         )
+        say("listing each item's nearest items")
+        listed = nearest.write(settings.lance_path, chunks, vectors)
         with transaction(con):
             redaction.record_index(con)
         counts = dict(sorted(Counter(d.type for d in documents).items()))
@@ -172,6 +176,7 @@ def build(
             notes=notes,
             precision=precision,
             encoder=encoder,
+            nearest=listed,
             **written,
         )
         write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
@@ -262,6 +267,11 @@ def write_manifest(
         "chunking": chunking.as_dict(),
         "documents": doc_settings.as_dict(),
         "counts": {**report.counts, "chunks": report.chunks},
+        "nearest": {
+            "file": f"{INDEX_DIR}/{nearest.NEAREST_FILE}",
+            "k": nearest.K,
+            "entities": report.nearest,
+        },
         "redaction": {"rules": redaction.state_of(con), "redacted": redacted},
     }
     tmp = path.with_suffix(".json.tmp")

@@ -293,10 +293,19 @@ class Snapshot(SnapshotFiles):
         index) the items whose text is nearest to it."""
         from ghindex.query.graph import related
 
-        near = self.searcher.nearest if nearest and self.lance_path.exists() else None
+        near = self._nearest_items() if nearest and self.lance_path.exists() else None
         with self.state() as con:
             return related(con, handle, hops=hops, kinds=kinds or None,
                            include_history=history, nearest_items=near)  # fmt: skip
+
+    def _nearest_items(self):
+        """The nearest items the build listed (no model, no LanceDB), or for a snapshot
+        whose manifest lists none, the index's own vector search."""
+        from ghindex.index import nearest
+
+        listed = self.manifest.get("nearest") if isinstance(self.manifest, dict) else None
+        found = nearest.reader(self.lance_path) if isinstance(listed, dict) else None
+        return found or self.searcher.nearest
 
     def sql(self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT):
         """One read-only statement over the state database, with row, size and time limits."""

@@ -1,0 +1,192 @@
+"""Nearest items listed at build time (`index/nearest.py`): exact lists, the file a
+snapshot carries, `related` answered from it without LanceDB, and what happens when the
+file is missing, stale or not what it claims to be."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ghindex.errors import SnapshotError
+from ghindex.index import nearest
+from ghindex.index.chunking import Chunk
+from ghindex.index.documents import Document
+from ghindex.query.snapshot import Snapshot
+from ghindex.snapshot import Store, publish, pull
+from ghindex.snapshot.local import live_root
+from testkit.process import fresh_python
+from testkit.state import settings_for, store_issues
+
+
+def brute_force(means: np.ndarray, k: int) -> list[list[int]]:
+    sims = means @ means.T
+    out = []
+    for row in range(len(means)):
+        others = [j for j in range(len(means)) if j != row]
+        others.sort(key=lambda j: (-sims[row, j], j))
+        out.append(others[:k])
+    return out
+
+
+def test_lists_are_exact_across_blocks_and_never_hold_the_item_itself(monkeypatch):
+    rng = np.random.default_rng(7)
+    means = rng.standard_normal((53, 16)).astype(np.float32)
+    means /= np.linalg.norm(means, axis=1, keepdims=True)
+    monkeypatch.setattr(nearest, "_BLOCK_CELLS", 53 * 5)  # blocks of 5 rows, the last of 3
+
+    found, scores = nearest.neighbours(means, k=10)
+
+    assert found.tolist() == brute_force(means, 10)
+    assert all(row not in found[row] for row in range(53))
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    expected = np.take_along_axis(means @ means.T, found, axis=1)
+    assert np.allclose(scores, expected, atol=1e-6)
+
+
+def test_few_items_give_short_lists_and_ties_go_to_the_earlier_item():
+    same = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    found, _scores = nearest.neighbours(same, k=10)
+    assert found.shape == (4, 3)
+    assert found[0].tolist() == [1, 2, 3] and found[2].tolist() == [0, 1, 3]
+    assert nearest.neighbours(same[:1], k=10)[0].shape == (1, 0)
+    assert nearest.neighbours(np.zeros((0, 2), dtype=np.float32))[0].shape == (0, 0)
+
+
+def document(handle, entity, title="", entity_type="issue"):
+    return Document(
+        handle=handle, entity=entity, entity_type=entity_type, repo="o/r", type="issue",
+        number=None, title=title, body="", preamble="", state="open", labels=(), author=None,
+        author_association=None, assignees=(), milestone=None, path=None,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC), updated_at=None,
+        url=f"https://github.com/{handle.replace('#', '/issues/')}",
+    )  # fmt: skip
+
+
+def chunk(doc, text):
+    return Chunk(id=f"{doc.handle}:{text}", document=doc, index=0, text=text, content_hash=text)
+
+
+def test_an_item_is_the_mean_of_its_chunks_and_shown_by_its_own_document():
+    issue = document("o/r#1", "o/r#1", "The issue")
+    comment = replace(document("o/r#1/comment/9", "o/r#1", "a comment"), type="issue_comment")
+    other = document("o/r#2", "o/r#2", "Other")
+    vectors = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0]), "c": np.array([3.0, 4.0])}
+    chunks = [chunk(comment, "a"), chunk(other, "c"), chunk(issue, "b")]
+
+    heads, means = nearest.entity_vectors(chunks, vectors)
+
+    assert [h.document.title for h in heads] == ["The issue", "Other"]
+    assert np.allclose(means, [[2**-0.5, 2**-0.5], [0.6, 0.8]])
+    rows = nearest.table(chunks, vectors).to_pylist()
+    assert rows[0] == {
+        "entity": "o/r#1", "rank": 1, "neighbour": "o/r#2", "score": pytest.approx(0.98995, 1e-4),
+        "type": "issue", "title": "Other", "url": "https://github.com/o/r/issues/2",
+    }  # fmt: skip
+
+
+SUBJECTS = [
+    "The connection pool times out when the server closes idle keep-alive sockets",
+    "Backslashes in Windows file paths are not escaped in the generated config",
+    "Memory keeps growing while the YAML parser reads very large documents",
+]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """Twelve issues on three subjects: #1, #4, #7, #10 on the first, and so on."""
+    from ghindex.index.build import build
+    from testkit.github_server import issue_node
+
+    path = tmp_path_factory.mktemp("nearest") / "work"
+    settings = settings_for(path)
+    store_issues(settings, [
+        issue_node(n, title=f"Report {n}", body=f"{SUBJECTS[(n - 1) % 3]}. Seen in version {n}.")
+        for n in range(1, 13)
+    ])  # fmt: skip
+    build(settings)
+    return path
+
+
+@pytest.mark.slow
+def test_a_build_lists_every_items_nearest_and_related_answers_from_the_list(workdir):
+    manifest = json.loads((workdir / "manifest.json").read_text())
+    assert manifest["nearest"] == {"file": "lance/nearest.parquet", "k": 10, "entities": 12}
+    snapshot = Snapshot(workdir)
+    try:
+        found = snapshot.related("octo/hello#4").nearest
+        live = snapshot.searcher.nearest("octo/hello#4", 10)
+    finally:
+        snapshot.close()
+
+    assert len(found) == 10 and "octo/hello#4" not in [n["handle"] for n in found]
+    assert set(found[0]) == {"handle", "type", "title", "url", "score"}
+    # the same subject first, as the index's own vector search has it
+    same_subject = {"octo/hello#1", "octo/hello#7", "octo/hello#10"}
+    assert {n["handle"] for n in found[:3]} == same_subject
+    assert {n["handle"] for n in live[:3]} == same_subject
+
+
+@pytest.mark.slow
+def test_related_needs_neither_lancedb_nor_the_model(workdir):
+    script = (
+        "import sys\n"
+        "from ghindex.query.snapshot import Snapshot\n"
+        "found = Snapshot(sys.argv[1]).related('octo/hello#4')\n"
+        "print(len(found.nearest), 'lancedb' in sys.modules, 'onnxruntime' in sys.modules)\n"
+    )
+    assert fresh_python(script, str(workdir)).split() == ["10", "False", "False"]
+
+
+@pytest.mark.slow
+def test_a_snapshot_built_before_the_lists_is_answered_from_the_index(workdir, tmp_path):
+    older = tmp_path / "older"
+    subprocess.run(["cp", "-r", str(workdir), str(older)], check=True)
+    manifest = json.loads((older / "manifest.json").read_text())
+    del manifest["nearest"]  # an older ghindex wrote this manifest: the file, if any, is stale
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    (older / "lance" / "nearest.parquet").write_bytes(b"left over")
+    snapshot = Snapshot(older)
+    try:
+        found = snapshot.related("octo/hello#4").nearest
+    finally:
+        snapshot.close()
+    assert {n["handle"] for n in found[:3]} == {"octo/hello#1", "octo/hello#7", "octo/hello#10"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["not parquet", "other columns"])
+def test_a_nearest_file_that_is_not_one_is_refused_in_one_line(workdir, tmp_path, run, damage):
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
+    path = copy / "lance" / "nearest.parquet"
+    if damage == "not parquet":
+        path.write_bytes(b"PAR1 but nothing else")
+    else:
+        pq.write_table(pa.table({"entity": ["octo/hello#4"], "payload": ["x"]}), path)
+
+    with pytest.raises(SnapshotError, match="is not a nearest-items file ghindex can read"):
+        Snapshot(copy).related("octo/hello#4")
+    done = run("related", "octo/hello#4", "--snapshot", str(copy))
+    assert done.exit_code == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(f"Error: {path} is not a nearest")
+
+
+@pytest.mark.slow
+def test_a_published_snapshot_carries_the_lists(workdir, tmp_path):
+    store = Store(str(tmp_path / "store"))
+    publish(workdir, store)
+    pull(store, tmp_path / "pulled")
+    snapshot = Snapshot(live_root(tmp_path / "pulled"))
+    try:
+        assert snapshot.manifest["nearest"]["entities"] == 12
+        found = snapshot.related("octo/hello#4").nearest
+    finally:
+        snapshot.close()
+    assert {n["handle"] for n in found[:3]} == {"octo/hello#1", "octo/hello#7", "octo/hello#10"}
