@@ -98,7 +98,8 @@ def synthetic_workdir(base: Path, rows: int) -> Path:
     index.write_chunks(index.connect(staging / "lance"), embedder.name, chunks, vectors,
                        embedder.dimension, precision=DEFAULT_PRECISION)  # fmt: skip
     manifest = json.loads((staging / "manifest.json").read_text())
-    listed = nearest.write(staging / "lance", chunks, vectors)
+    basis = f"{embedder.name}:{DEFAULT_PRECISION}"
+    listed = nearest.write(staging / "lance", chunks, vectors, basis)
     manifest["nearest"] = {"file": "lance/nearest.parquet", "k": nearest.K, "entities": listed}
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2))
     staging.rename(target)

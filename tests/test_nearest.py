@@ -80,15 +80,73 @@ def test_an_item_is_the_mean_of_its_chunks_and_shown_by_its_own_document():
     vectors = {"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0]), "c": np.array([3.0, 4.0])}
     chunks = [chunk(comment, "a"), chunk(other, "c"), chunk(issue, "b")]
 
-    heads, means = nearest.entity_vectors(chunks, vectors)
+    found = nearest.entities(chunks, vectors)
 
-    assert [h.document.title for h in heads] == ["The issue", "Other"]
-    assert np.allclose(means, [[2**-0.5, 2**-0.5], [0.6, 0.8]])
-    rows = nearest.table(chunks, vectors).to_pylist()
+    assert found.handles == ["o/r#1", "o/r#2"]
+    assert [h.document.title for h in found.heads] == ["The issue", "Other"]
+    assert np.allclose(found.means, [[2**-0.5, 2**-0.5], [0.6, 0.8]])
+    assert found.digests[0] != nearest.entities(chunks[:2], vectors).digests[0]  # lost a chunk
+    lists, scores = nearest.neighbours(found.means)
+    rows = nearest._table(found, lists, scores).to_pylist()
     assert rows[0] == {
         "entity": "o/r#1", "rank": 1, "neighbour": "o/r#2", "score": pytest.approx(0.98995, 1e-4),
         "type": "issue", "title": "Other", "url": "https://github.com/o/r/issues/2",
+        "digest": found.digests[0],
     }  # fmt: skip
+
+
+def random_build(rng, handles, dims=8):
+    """Chunks of `handles` (one to three each, random vectors): chunks and vectors."""
+    chunks, vectors = [], {}
+    for handle in handles:
+        for n in range(int(rng.integers(1, 4))):
+            text = f"{handle}:{n}:{rng.integers(1 << 30)}"
+            chunks.append(chunk(document(handle, handle, handle), text))
+            vectors[text] = rng.standard_normal(dims).astype(np.float32)
+    return chunks, vectors
+
+
+def previous_of(built: nearest.Entities, lists: np.ndarray):
+    return {
+        h: (d, [built.handles[j] for j in row])
+        for h, d, row in zip(built.handles, built.digests, lists.tolist(), strict=True)
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_incremental_update_lists_exactly_what_a_whole_computation_does(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    monkeypatch.setattr(nearest, "_BLOCK_CELLS", 400)  # several blocks even here
+    handles = [f"o/r#{n}" for n in range(1, 81)]
+    chunks, vectors = random_build(rng, handles)
+    before = nearest.entities(chunks, vectors)
+    lists, _scores = nearest.neighbours(before.means)
+    # some items change, some leave, some arrive; the rest keep their chunks
+    leaving = set(rng.choice(handles, 4, replace=False).tolist())
+    changing = set(rng.choice(handles, 5, replace=False).tolist()) - leaving
+    kept = [c for c in chunks if c.document.entity not in leaving | changing]
+    more, more_vectors = random_build(rng, [*sorted(changing), "o/r#100", "o/r#101"])
+    after = nearest.entities(kept + more, {**vectors, **more_vectors})
+
+    found, scores = nearest.update(after, previous_of(before, lists))
+    whole, whole_scores = nearest.neighbours(after.means)
+
+    assert found.tolist() == whole.tolist()
+    assert np.allclose(scores, whole_scores, atol=1e-6)
+
+
+def test_nothing_changed_means_nothing_scored_again(monkeypatch):
+    rng = np.random.default_rng(1)
+    chunks, vectors = random_build(rng, [f"o/r#{n}" for n in range(1, 40)])
+    built = nearest.entities(chunks, vectors)
+    lists, scores = nearest.neighbours(built.means)
+    scored = []
+    monkeypatch.setattr(nearest, "neighbours", lambda *a, **k: scored.append(a) or (None, None))
+
+    found, again = nearest.update(built, previous_of(built, lists))
+
+    assert scored == [] and found.tolist() == lists.tolist()
+    assert np.allclose(again, scores, atol=1e-6)
 
 
 SUBJECTS = [
@@ -190,3 +248,43 @@ def test_a_published_snapshot_carries_the_lists(workdir, tmp_path):
     finally:
         snapshot.close()
     assert {n["handle"] for n in found[:3]} == {"octo/hello#1", "octo/hello#7", "octo/hello#10"}
+
+
+def lists_of(path):
+    rows = pq.read_table(path / "lance" / "nearest.parquet").to_pylist()
+    return {(r["entity"], r["rank"]): (r["neighbour"], round(r["score"], 4)) for r in rows}
+
+
+@pytest.mark.slow
+def test_a_later_build_updates_the_lists_as_a_whole_build_would(workdir, tmp_path):
+    from ghindex.index.build import build
+    from testkit.github_server import issue_node
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
+    settings = settings_for(copy)
+    store_issues(settings, [
+        issue_node(13, title="Report 13", body=f"{SUBJECTS[0]}. Seen again in version 13."),
+        issue_node(5, title="Report 5", body=f"{SUBJECTS[0]}. Now about pools, not paths."),
+    ])  # fmt: skip
+
+    assert build(settings).nearest == 13
+    updated = lists_of(copy)
+    build(settings, full=True)
+
+    assert updated == lists_of(copy)
+    first = {updated[("octo/hello#1", rank)][0] for rank in range(1, 6)}
+    assert {"octo/hello#13", "octo/hello#5"} <= first
+
+
+@pytest.mark.slow
+def test_a_previous_file_that_is_not_one_is_recomputed_by_the_next_build(workdir, tmp_path):
+    from ghindex.index.build import build
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
+    expected = lists_of(copy)
+    (copy / "lance" / "nearest.parquet").write_bytes(b"PAR1 not really")
+
+    assert build(settings_for(copy)).nearest == 12
+    assert lists_of(copy) == expected

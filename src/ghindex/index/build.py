@@ -158,7 +158,9 @@ def build(
             db, model_name, chunks, vectors, dimension, precision=precision, prune=prune
         )
         say("listing each item's nearest items")
-        listed = nearest.write(settings.lance_path, chunks, vectors)
+        listed = nearest.write(
+            settings.lance_path, chunks, vectors, f"{model_name}:{precision}", reuse=not full
+        )
         with transaction(con):
             redaction.record_index(con)
         counts = dict(sorted(Counter(d.type for d in documents).items()))

@@ -1,23 +1,36 @@
 """Each entity's nearest entities by text, listed at build time in `lance/nearest.parquet`.
 
 An entity's vector is the mean of its chunks' vectors, normalised; its neighbours are
-the other entities ranked by the cosine between those vectors, exactly (blocks of rows
-against all, `K` kept per entity). `ghindex related` then answers from this file with
-DuckDB: neither LanceDB nor a model is loaded, so a cold `related` costs what a `show`
-does. A snapshot built before the file existed, or whose manifest does not list it,
+the `K` other entities with the highest cosine between those vectors, exactly (no
+approximate index; ties to the entity met first). `ghindex related` answers from this
+file with DuckDB: neither LanceDB nor a model is loaded, so a cold `related` costs what
+a `show` does. A snapshot whose manifest lists no such file (built by an older ghindex)
 is answered from the index as before (`Searcher.nearest`).
 
-The work is E²·d multiply-adds for E entities of d dimensions: ~0.1 s for 6,000 entities
-on 2 cores, ~3 s for 20,000, quadratic beyond. The file is rewritten by every build.
+Cost. A first build scores every pair: E²·d multiply-adds for E entities of d
+dimensions, in blocks of rows, each row's top K found without sorting it (`_top`).
+Later builds are incremental and still exact: each entity carries a digest of its
+chunks' content, and only the entities whose digest changed (or that are new) are
+scored against all; every other entity keeps its list, merged with the changed ones'
+scores, unless its list held an entity that changed or left, when it is scored again.
+A build after one new comment therefore costs a few rows, not E².
 
-Columns: `entity`, `rank` (1 = nearest), `neighbour`, `score` (cosine), and the
-neighbour's `type`, `title` and `url` as the index shows them.
+The previous file is read as untrusted input (a pulled snapshot brings it): only its
+digests and which neighbours it lists are used, scores are recomputed, and a file that
+does not have the expected shape, or was made from another model or precision, is
+simply recomputed whole.
+
+Columns: `entity`, `rank` (1 = nearest), `neighbour`, `score` (cosine), the neighbour's
+`type`, `title` and `url` as the index shows them, and `digest` (of `entity`'s chunks).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,96 +41,223 @@ from ghindex.index.chunking import Chunk
 
 NEAREST_FILE = "nearest.parquet"
 K = 10
+FORMAT = 1
+META_KEY = b"ghindex.nearest"
 _BLOCK_CELLS = 16_000_000  # similarities held at once (64 MB of float32)
-COLUMNS = ("entity", "rank", "neighbour", "score", "type", "title", "url")
+_GROUP = 64  # columns per group when bounding a row's top K (see `_top`)
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
 
 
-def entity_vectors(
-    chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]
-) -> tuple[list[Chunk], np.ndarray]:
-    """One chunk standing for each entity (its own document's first, else its first) and
-    the entities' normalised mean vectors, in the order of their first chunk."""
+@dataclass
+class Entities:
+    """The entities of a build, in the order of their first chunk: handle, the chunk
+    standing for each (its own document's first, else its first), normalised mean
+    vectors and content digests."""
+
+    handles: list[str]
+    heads: list[Chunk]
+    means: np.ndarray
+    digests: list[str]
+
+
+def entities(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> Entities:
     index: dict[str, int] = {}
     heads: list[Chunk] = []
+    hashes: list[list[str]] = []
     for chunk in chunks:
         doc = chunk.document
         at = index.setdefault(doc.entity, len(index))
         if at == len(heads):
             heads.append(chunk)
+            hashes.append([])
         elif doc.handle == doc.entity and heads[at].document.handle != doc.entity:
             heads[at] = chunk
+        hashes[at].append(chunk.content_hash)
+    digests = [hashlib.sha256("\n".join(h).encode()).hexdigest()[:32] for h in hashes]
     if not chunks:
-        return [], np.zeros((0, 0), dtype=np.float32)
+        return Entities([], [], np.zeros((0, 0), dtype=np.float32), [])
     owner = np.fromiter((index[c.document.entity] for c in chunks), dtype=np.int64)
     order = np.argsort(owner, kind="stable")
-    rows = np.stack([np.asarray(vectors[chunks[i].content_hash], dtype=np.float32)
-                     for i in order])  # fmt: skip
+    rows = np.stack([np.asarray(vectors[chunks[i].content_hash], dtype=np.float32) for i in order])
     starts = np.flatnonzero(np.r_[True, np.diff(owner[order]) != 0])
     sums = np.add.reduceat(rows, starts, axis=0)  # entity i's rows start at starts[i]
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    return heads, sums / np.where(norms == 0, 1.0, norms)
+    means = (sums / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    return Entities([h.document.entity for h in heads], heads, means, digests)
 
 
-def neighbours(means: np.ndarray, k: int = K) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, cosines): each row's `k` nearest other rows, nearest first; ties go to
-    the earlier row. Rows fewer than k + 1 give fewer columns."""
+def neighbours(
+    means: np.ndarray, k: int = K, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, cosines) of the `k` nearest other entities of each of `rows` (default:
+    all), nearest first; fewer columns when there are fewer than k + 1 entities."""
     count = means.shape[0]
+    rows = np.arange(count) if rows is None else np.asarray(rows, dtype=np.int64)
     keep = min(k, count - 1)
-    if keep <= 0:
-        return np.zeros((count, 0), dtype=np.int64), np.zeros((count, 0), dtype=np.float32)
-    found = np.zeros((count, keep), dtype=np.int64)
-    scores = np.zeros((count, keep), dtype=np.float32)
-    block = max(1, min(count, _BLOCK_CELLS // count))
-    for start in range(0, count, block):
-        stop = min(start + block, count)
-        sims = means[start:stop] @ means.T
-        sims[np.arange(stop - start), np.arange(start, stop)] = -np.inf  # not itself
-        top = np.argpartition(-sims, keep - 1, axis=1)[:, :keep]
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        order = np.lexsort((top, -top_sims), axis=1)
-        found[start:stop] = np.take_along_axis(top, order, axis=1)
-        scores[start:stop] = np.take_along_axis(top_sims, order, axis=1)
+    found = np.zeros((len(rows), max(keep, 0)), dtype=np.int64)
+    scores = np.zeros((len(rows), max(keep, 0)), dtype=np.float32)
+    if keep <= 0 or not len(rows):
+        return found, scores
+    block = max(1, min(len(rows), _BLOCK_CELLS // count))
+    for start in range(0, len(rows), block):
+        picked = rows[start : start + block]
+        sims = means[picked] @ means.T
+        sims[np.arange(len(picked)), picked] = -np.inf  # not itself
+        found[start : start + block], scores[start : start + block] = _top(sims, keep)
     return found, scores
 
 
-def table(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], k: int = K):
-    """The nearest lists of every entity of `chunks`, as an Arrow table of `COLUMNS`."""
-    import pyarrow as pa
-
-    heads, means = entity_vectors(chunks, vectors)
-    found, scores = neighbours(means, k)
-    entities = [h.document.entity for h in heads]
-    types = [h.document.entity_type for h in heads]
-    titles = [h.document.title for h in heads]
-    urls = [h.document.url for h in heads]
-    keep = found.shape[1]
-    source = np.repeat(np.arange(len(heads)), keep)
-    target = found.reshape(-1)
-    return pa.table(
-        {
-            "entity": pa.array([entities[i] for i in source], pa.string()),
-            "rank": pa.array(np.tile(np.arange(1, keep + 1), len(heads)), pa.int32()),
-            "neighbour": pa.array([entities[i] for i in target], pa.string()),
-            "score": pa.array(np.round(scores.reshape(-1), 6), pa.float32()),
-            "type": pa.array([types[i] for i in target], pa.string()),
-            "title": pa.array([titles[i] for i in target], pa.string()),
-            "url": pa.array([urls[i] for i in target], pa.string()),
-        }
-    )
+def _top(sims: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's `keep` largest values and their columns, largest first, ties to the
+    lower column. The rows' maxima over groups of `_GROUP` columns bound the answer:
+    the keep-th largest group maximum is at most the keep-th largest value, so only
+    the few values at or above it are sorted, never a whole row."""
+    count, width = sims.shape
+    whole = width - width % _GROUP
+    maxima = sims[:, :whole].reshape(count, -1, _GROUP).max(axis=2)
+    if whole < width:
+        maxima = np.concatenate([maxima, sims[:, whole:].max(axis=1, keepdims=True)], axis=1)
+    groups = maxima.shape[1]
+    if groups > keep:
+        bound = np.partition(maxima, groups - keep, axis=1)[:, groups - keep]
+    else:
+        bound = np.full(count, -np.inf, dtype=sims.dtype)
+    row, col = np.nonzero(sims >= bound[:, None])
+    value = sims[row, col]
+    order = np.lexsort((col, -value, row))
+    row, col, value = row[order], col[order], value[order]
+    rank = np.arange(len(row)) - np.searchsorted(row, row, side="left")
+    kept = rank < keep
+    return col[kept].reshape(count, keep), value[kept].reshape(count, keep)
 
 
-def write(lance_path: Path, chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> int:
-    """`lance_path/nearest.parquet` for `chunks`, replaced whole; the entities listed."""
+def write(
+    lance_path: Path,
+    chunks: Sequence[Chunk],
+    vectors: Mapping[str, np.ndarray],
+    basis: str,
+    *,
+    reuse: bool = True,
+) -> int:
+    """`lance_path/nearest.parquet` for `chunks`, updated from the previous file where
+    it can be and `reuse` allows (see the module's docstring), replaced whole and
+    atomically. `basis` names what the vectors are (model and precision): a file of
+    another basis is recomputed. Returns the number of entities listed."""
     import pyarrow.parquet as pq
 
-    rows = table(chunks, vectors)
     path = Path(lance_path) / NEAREST_FILE
+    now = entities(chunks, vectors)
+    found, scores = update(now, _previous(path, basis) if reuse else None)
+    rows = _table(now, found, scores)
+    meta = {META_KEY: json.dumps({"format": FORMAT, "k": K, "basis": basis}).encode()}
+    rows = rows.replace_schema_metadata(meta)
     tmp = path.with_name(f"{NEAREST_FILE}.tmp")
     pq.write_table(rows, tmp, compression="zstd")
     os.replace(tmp, path)
-    return len(set(rows.column("entity").to_pylist())) if rows.num_rows else 0
+    return len(now.handles) if found.shape[1] else 0
+
+
+def update(
+    now: Entities, previous: dict[str, tuple[str, list[str]]] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every entity's list: from scratch without `previous` (entity -> (digest,
+    neighbours)), else only what changed is scored (exactly as from scratch)."""
+    count = len(now.handles)
+    keep = min(K, count - 1)
+    if previous is None or keep <= 0:
+        return neighbours(now.means)
+    at = {h: i for i, h in enumerate(now.handles)}
+    fresh = np.array(
+        [previous.get(h, ("", []))[0] != d for h, d in zip(now.handles, now.digests, strict=True)]
+    )
+    if fresh.sum() * 4 > count:  # most of it changed: scoring all is as quick
+        return neighbours(now.means)
+    again: list[int] = []
+    kept: dict[int, list[int]] = {}
+    for i, handle in enumerate(now.handles):
+        old = previous[handle][1] if not fresh[i] else []
+        listed = [at.get(n) for n in old]
+        whole = len(old) == keep and len(set(old)) == keep and handle not in old
+        if fresh[i] or not whole or any(j is None or fresh[j] for j in listed):
+            again.append(i)  # changed, or its list lost a neighbour (changed or gone)
+        else:
+            kept[i] = listed  # type: ignore[assignment]
+    found = np.zeros((count, keep), dtype=np.int64)
+    scores = np.zeros((count, keep), dtype=np.float32)
+    if again:
+        found[again], scores[again] = neighbours(now.means, K, np.array(again))
+    rows = np.array(list(kept), dtype=np.int64)
+    changed = np.flatnonzero(fresh)
+    block = max(1, _BLOCK_CELLS // (keep + len(changed)))
+    for start in range(0, len(rows), block):
+        picked = rows[start : start + block]
+        old = np.array([kept[i] for i in picked.tolist()], dtype=np.int64)
+        found[picked], scores[picked] = _merge(now.means, picked, old, changed, keep)
+    return found, scores
+
+
+def _merge(
+    means: np.ndarray, rows: np.ndarray, old: np.ndarray, changed: np.ndarray, keep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose old list still holds: those neighbours rescored, joined by the changed
+    entities, the best `keep` kept (an unlisted unchanged entity cannot beat them)."""
+    vals = np.einsum("ij,ikj->ik", means[rows], means[old])
+    cols = old
+    if len(changed):
+        cols = np.concatenate([old, np.broadcast_to(changed, (len(rows), len(changed)))], axis=1)
+        vals = np.concatenate([vals, means[rows] @ means[changed].T], axis=1)
+    order = np.lexsort((cols, -vals), axis=1)[:, :keep]
+    return np.take_along_axis(cols, order, axis=1), np.take_along_axis(vals, order, axis=1)
+
+
+def _previous(path: Path, basis: str) -> dict[str, tuple[str, list[str]]] | None:
+    """The previous file's digests and lists, or None when there is none to trust."""
+    if not path.is_file():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        meta = json.loads((schema.metadata or {}).get(META_KEY, b"{}"))
+        if meta != {"format": FORMAT, "k": K, "basis": basis}:
+            return None
+        table = pq.read_table(path, columns=["entity", "rank", "neighbour", "digest"])
+        rows = zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
+        found: dict[str, tuple[str, list[tuple[int, str]]]] = {}
+        for entity, rank, neighbour, digest in rows:
+            if not (isinstance(entity, str) and isinstance(neighbour, str)):
+                return None
+            if not (isinstance(rank, int) and isinstance(digest, str)):
+                return None
+            held = found.setdefault(entity, (digest, []))
+            if held[0] != digest:
+                return None
+            held[1].append((rank, neighbour))
+    except Exception:  # not a file this code wrote: recompute it whole
+        return None
+    return {e: (d, [n for _r, n in sorted(listed)]) for e, (d, listed) in found.items()}
+
+
+def _table(now: Entities, found: np.ndarray, scores: np.ndarray):
+    import pyarrow as pa
+
+    docs = [h.document for h in now.heads]
+    keep = found.shape[1]
+    source = np.repeat(np.arange(len(docs)), keep).tolist()
+    target = found.reshape(-1).tolist()
+    return pa.table(
+        {
+            "entity": pa.array([now.handles[i] for i in source], pa.string()),
+            "rank": pa.array(np.tile(np.arange(1, keep + 1), len(docs)), pa.int32()),
+            "neighbour": pa.array([now.handles[i] for i in target], pa.string()),
+            "score": pa.array(np.round(scores.reshape(-1), 6), pa.float32()),
+            "type": pa.array([docs[i].entity_type for i in target], pa.string()),
+            "title": pa.array([docs[i].title for i in target], pa.string()),
+            "url": pa.array([docs[i].url for i in target], pa.string()),
+            "digest": pa.array([now.digests[i] for i in source], pa.string()),
+        }
+    )
 
 
 def reader(lance_path: Path) -> NearestItems | None:
