@@ -15,6 +15,7 @@ table of N rows (bench_search's copies of real rows; built once into bench/.cach
     python -m bench.bench_cli --rows 100000 --runs 10
     python -m bench.bench_cli --demo
     python -m bench.bench_cli --workdir DIR --encoder torch
+    python -m bench.bench_cli --rows 100000 --compare ../old-checkout/src   # then vs now
 """
 
 from __future__ import annotations
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--encoder", choices=("onnx", "torch"), default="onnx")
     parser.add_argument("--demo", action="store_true", help="time the demo instead")
+    parser.add_argument(
+        "--compare", type=Path, metavar="SRC", help="also run another checkout's src/, interleaved"
+    )
     args = parser.parse_args(argv)
     if args.demo:
         table(demo_phases(args.runs))
@@ -167,18 +171,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows:
         workdir = synthetic_workdir(workdir, args.rows)
     env = {**os.environ, "GHINDEX_ENCODER": args.encoder, "GHINDEX_WORKDIR": str(workdir)}
-    cases = commands(workdir)
-    for args_ in cases.values():  # warm the page cache and the ONNX export, untimed
-        time_once(args_, workdir, env)
+    versions = {"": env}
+    if args.compare:  # the same commands run by another checkout's code, interleaved
+        versions["then "] = {**env, "PYTHONPATH": str(args.compare.resolve())}
+    cases = {f"{label}`ghindex {name}`": (argv_, version_env)
+             for name, argv_ in commands(workdir).items()
+             for label, version_env in versions.items()}  # fmt: skip
+    for argv_, version_env in cases.values():  # warm the page cache and the export, untimed
+        time_once(argv_, workdir, version_env)
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(args.runs):
-        for name, args_ in cases.items():
-            times[name].append(time_once(args_, workdir, env))
+        for name, (argv_, version_env) in cases.items():
+            times[name].append(time_once(argv_, workdir, version_env))
     from ghindex.index import table as index
 
     rows = index.connect(workdir / "lance").open_table(index.CHUNKS).count_rows()
     print(f"workdir {workdir} ({rows:,} rows), encoder {args.encoder}, {args.runs} runs")
-    table([(f"`ghindex {name}`", values) for name, values in times.items()])
+    table(list(times.items()))
+    if args.compare:
+        print("\n| command | then / now (medians) |\n|---|---:|")
+        for name in (n for n in times if not n.startswith("then ")):
+            ratio = statistics.median(times[f"then {name}"]) / statistics.median(times[name])
+            print(f"| {name} | {ratio:.2f}x |")
     return 0
 
 
