@@ -3,6 +3,7 @@ while the index's libraries import (`index/deferred.py`, `query/encoder_ahead.py
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -185,3 +186,39 @@ def test_lancedb_imports_as_on_newer_python_and_overrides_stays_whole():
         "    print('refused')\n"
     )
     assert fresh_python(script).split() == ["True", "refused"]
+
+
+def test_a_module_can_be_imported_inside_a_context_once(package):
+    seen = []
+
+    @contextlib.contextmanager
+    def around():
+        seen.append("enter")
+        yield
+        seen.append("exit")
+
+    assert deferred.around_import("slowpkg", around) is True
+    import slowpkg  # noqa: F401
+
+    assert seen == ["enter", "exit"] and (package / "ran").read_text() == "x"
+    assert not any(isinstance(f, deferred.AroundImport) for f in sys.meta_path)
+    assert deferred.around_import("slowpkg", around) is False  # imported already
+
+
+@pytest.mark.slow
+def test_the_cli_process_searches_without_pandas_which_still_loads_when_asked(quantised, isolated):
+    workdir = built_workdir(isolated / "work", 4)
+    script = (
+        "import sys\n"
+        "from ghindex.index import deferred\n"
+        "deferred.no_pandas_probe()\n"
+        "from ghindex.cli import cli\n"
+        "cli(['search', 'topic 2', '--snapshot', sys.argv[1], '-k', '1'], standalone_mode=False)\n"
+        "print('pandas' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n"
+    )
+    assert fresh_python(script, str(workdir)).split()[-2:] == ["False", "DataFrame"]
+    # a program using ghindex as a library keeps pyarrow's own behaviour
+    library = "import sys, ghindex, pyarrow.dataset\nprint('pandas' in sys.modules)\n"
+    assert fresh_python(library).split() == ["True"]

@@ -12,6 +12,7 @@ import sys
 
 from ghindex.cli import analysis, ingest, query, snapshots  # noqa: F401  (registers the commands)
 from ghindex.cli.base import cli
+from ghindex.index import deferred
 
 __all__ = ["cli", "main"]
 
@@ -22,6 +23,7 @@ QUICK_EXIT = frozenset({"search", "context", "related", "show", "sql", "status"}
 
 
 def main() -> None:
+    deferred.no_pandas_probe()  # the CLI never hands pandas objects to pyarrow
     try:
         cli(prog_name="ghindex")
     except SystemExit as done:

@@ -1,5 +1,6 @@
-"""What ghindex does to LanceDB's import so that a cold command starts fast. Two things,
-both invisible to code that uses the libraries (`defer_all`, at `import ghindex`):
+"""What ghindex does to LanceDB's import so that a cold command starts fast. Two things
+at `import ghindex` (`defer_all`), invisible to code that uses the libraries, and a third
+in the CLI's own process only (`no_pandas_probe`, see there):
 
 1. A third-party package's `__init__` deferred until one of its own names is used.
 `import lancedb` imports `lance_namespace`, which imports the models of the generated
@@ -30,8 +31,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from importlib.machinery import ModuleSpec
 from typing import Any
 
@@ -65,12 +66,16 @@ def defer_package_init(name: str) -> bool:
     return True
 
 
-class LanceDBAsOnNewerPython:
-    """A one-use import finder: the spec of `lancedb` whose execution sees the marker-only
-    `override` (see the module's docstring). Does nothing on Python 3.12+."""
+class AroundImport:
+    """A one-use import finder: `name`'s module executes inside `around()`, a context
+    manager; every other import, and any later one, goes on as usual."""
+
+    def __init__(self, name: str, around: Callable[[], AbstractContextManager[Any]]) -> None:
+        self.name = name
+        self.around = around
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if name != "lancedb":
+        if name != self.name:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
@@ -80,11 +85,21 @@ class LanceDBAsOnNewerPython:
         execute = spec.loader.exec_module
 
         def exec_module(module: Any) -> None:
-            with marker_only_override():
+            with self.around():
                 execute(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def around_import(name: str, around: Callable[[], AbstractContextManager[Any]]) -> bool:
+    """Run `name`'s import inside `around()` when it comes; False when it already came."""
+    if name in sys.modules:
+        return False
+    if any(isinstance(f, AroundImport) and f.name == name for f in sys.meta_path):
+        return True
+    sys.meta_path.insert(0, AroundImport(name, around))
+    return True
 
 
 @contextmanager
@@ -106,6 +121,36 @@ def marker_only_override() -> Iterator[None]:
 def defer_all() -> None:
     for name in DEFERRED:
         defer_package_init(name)
-    if sys.version_info < (3, 12) and "lancedb" not in sys.modules:
-        if not any(isinstance(f, LanceDBAsOnNewerPython) for f in sys.meta_path):
-            sys.meta_path.insert(0, LanceDBAsOnNewerPython())
+    if sys.version_info < (3, 12):
+        around_import("lancedb", marker_only_override)
+
+
+class _NoPandas:
+    """An import finder under which pandas is not installed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@contextmanager
+def pandas_hidden() -> Iterator[None]:
+    hide = _NoPandas()
+    sys.meta_path.insert(0, hide)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(hide)
+
+
+def no_pandas_probe() -> None:
+    """For the CLI's own process only: `pyarrow.dataset` imports with pandas hidden.
+
+    Its initialisation makes an Arrow scalar, and pyarrow then probes for pandas: ~0.3 s
+    of importing pandas in every cold `search`, which never uses it. With pandas hidden
+    for that moment the probe finds none; a later call that needs pandas
+    (`Table.to_pandas()`) imports it then, as pyarrow tries again whenever pandas is
+    required. Until then pyarrow does not recognise pandas objects handed to it, which
+    the CLI never does; a program importing ghindex as a library is left as it is."""
+    if "pandas" not in sys.modules:
+        around_import("pyarrow.dataset", pandas_hidden)
