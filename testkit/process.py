@@ -11,3 +11,15 @@ def fresh_python(script: str, *args: str) -> str:
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
                           text=True, check=True)  # fmt: skip
     return done.stdout
+
+
+def cli_in_fresh_python(args: list[str], *, before: str = "", after: str = "") -> list[str]:
+    """The lines a new interpreter prints running `ghindex ARGS` in its own process without
+    ending it: `before` runs first and `after` last (Python source, `sys` imported)."""
+    script = (
+        f"import sys\n{before}\n"
+        "from ghindex.cli import cli\n"
+        f"cli({args!r}, standalone_mode=False)\n"
+        f"{after}\n"
+    )
+    return fresh_python(script).strip().splitlines()

@@ -16,7 +16,7 @@ from ghindex.index.onnx_encoder import INT8_FILE, META_FILE, export, export_dir,
 from ghindex.index.onnx_encoder import quantise as quantise_export
 from ghindex.query import encoder_ahead
 from ghindex.query.snapshot import Snapshot
-from testkit.process import fresh_python
+from testkit.process import cli_in_fresh_python, fresh_python
 from testkit.state import built_workdir
 
 PACKAGE_INIT = """
@@ -208,17 +208,13 @@ def test_a_module_can_be_imported_inside_a_context_once(package):
 @pytest.mark.slow
 def test_the_cli_process_searches_without_pandas_which_still_loads_when_asked(quantised, isolated):
     workdir = built_workdir(isolated / "work", 4)
-    script = (
-        "import sys\n"
-        "from ghindex.index import deferred\n"
-        "deferred.no_pandas_probe()\n"
-        "from ghindex.cli import cli\n"
-        "cli(['search', 'topic 2', '--snapshot', sys.argv[1], '-k', '1'], standalone_mode=False)\n"
-        "print('pandas' in sys.modules)\n"
-        "import pyarrow as pa\n"
-        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n"
+    printed = cli_in_fresh_python(
+        ["search", "topic 2", "--snapshot", str(workdir), "-k", "1"],
+        before="from ghindex.index import deferred\ndeferred.no_pandas_probe()",
+        after="import pyarrow as pa\nprint('pandas' in sys.modules)\n"
+        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)",
     )
-    assert fresh_python(script, str(workdir)).split()[-2:] == ["False", "DataFrame"]
+    assert printed[-2:] == ["False", "DataFrame"]
     # a program using ghindex as a library keeps pyarrow's own behaviour
     library = "import sys, ghindex, pyarrow.dataset\nprint('pandas' in sys.modules)\n"
     assert fresh_python(library).split() == ["True"]

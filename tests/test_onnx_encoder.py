@@ -31,7 +31,7 @@ from ghindex.index.onnx_encoder import (
 )
 from ghindex.query.search import Searcher
 from testkit.github_server import issue_node
-from testkit.process import fresh_python
+from testkit.process import cli_in_fresh_python
 from testkit.state import built_workdir, settings_for, store_issues
 
 pytestmark = pytest.mark.slow  # loads the real model and exports it
@@ -130,14 +130,10 @@ def test_a_model_that_cannot_load_is_one_clear_error(monkeypatch, tmp_path):
 
 def test_a_cli_search_never_imports_torch(exported, isolated):
     workdir = built_workdir(isolated / "work", 6)
-    script = (
-        "import sys\n"
-        "from ghindex.cli import cli\n"
-        "cli(['search', 'issue about topic 3', '--snapshot', sys.argv[1], '-k', '2'],"
-        " standalone_mode=False)\n"
-        "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+    lines = cli_in_fresh_python(
+        ["search", "issue about topic 3", "--snapshot", str(workdir), "-k", "2"],
+        after="print('torch' in sys.modules, 'sentence_transformers' in sys.modules)",
     )
-    lines = fresh_python(script, str(workdir)).strip().splitlines()
     assert lines[0].startswith("1. octo/hello#3  (issue, open)  Issue 3 about topic 3")
     assert lines[-1] == "False False"
 
