@@ -17,7 +17,7 @@ from ghindex.index import deferred
 __all__ = ["cli", "main"]
 
 #: Commands that write nothing but their output. Once it is flushed, their process ends
-#: without the interpreter's teardown: freeing LanceDB's, pandas' and pydantic's objects
+#: without the interpreter's teardown: freeing LanceDB's and pydantic's many objects
 #: one by one takes ~0.3 s of a cold `search` here, for memory the OS takes back at once.
 QUICK_EXIT = frozenset({"search", "context", "related", "show", "sql", "status"})
 
