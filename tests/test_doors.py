@@ -22,7 +22,7 @@ from ghindex.query.hits import make_hit
 from ghindex.query.snapshot import Snapshot
 from ghindex.serve import SnapshotHolder, open_snapshot, tools
 from ghindex.state import items
-from ghindex.state.database import open_state, transaction
+from ghindex.state.database import migrations, open_state, transaction
 from ghindex.vocabulary.times import iso_time
 from testkit.github_server import (
     as_response,
@@ -266,6 +266,32 @@ def test_a_command_waits_for_a_writer_and_refuses_an_old_schema(run, workdir, is
     assert refused.exit_code == 1
     assert refused.stderr == (f"Error: {state} needs a schema upgrade (0006_meta): run "
                               "`ghindex fetch` to upgrade it\n")  # fmt: skip
+
+
+def test_a_state_behind_only_on_views_is_read_with_the_new_views(run, workdir, isolated):
+    """A snapshot written before 0007 (which only redefines views): a reader gets 0007's
+    views for its own connection and leaves the file as it was."""
+    copy = isolated / "copy"
+    shutil.copytree(workdir, copy)
+    state = copy / "state.duckdb"
+    con = duckdb.connect(str(state))
+    con.execute(dict(migrations())["0004_views"].replace("CREATE VIEW", "CREATE OR REPLACE VIEW"))
+    con.execute("DELETE FROM schema_migrations WHERE name = '0007_durations_as_numbers'")
+    con.execute("CHECKPOINT")
+    con.close()
+    before = state.read_bytes()
+
+    asked = "SELECT * FROM issue_response_times LIMIT 1"
+    answered = run("sql", asked, "--snapshot", str(copy), "--json")
+
+    assert answered.exit_code == 0, answered.stderr
+    columns = json.loads(answered.stdout)["columns"]
+    assert "hours_to_close" in columns and "time_to_close" not in columns  # 0007's view
+    assert run("show", f"{R}#1", "--snapshot", str(copy)).exit_code == 0
+    assert state.read_bytes() == before
+    with duckdb.connect(str(state), read_only=True) as stored:
+        columns = [c[0] for c in stored.execute("DESCRIBE issue_response_times").fetchall()]
+    assert "time_to_close" in columns  # the file keeps its own (0004's) views
 
 
 def test_times_are_utc_whatever_the_connection_zone():

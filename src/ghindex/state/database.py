@@ -9,6 +9,7 @@ ghindex does not know was written by a newer ghindex and is refused.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 from importlib import resources
@@ -94,6 +95,46 @@ def compact(path: Path) -> None:
     path.with_name(path.name + ".wal").unlink(missing_ok=True)
 
 
+def _views_for_reader(
+    con: duckdb.DuckDBPyConnection, path: Path, pending: list[tuple[str, str]]
+) -> None:
+    """A reader of a state one or more migrations behind: when they only redefine views
+    (as 0007 does), this connection gets the new views as temporary ones, which hide
+    the stored ones of the same name, and the file is left as it is. Any other pending
+    migration needs a writer: refused with what to run."""
+    upgrade = StateError(
+        f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
+    )
+    statements = [_as_temp_views(sql) for _name, sql in pending]
+    if any(s is None for s in statements):
+        raise upgrade
+    try:
+        for view in (v for group in statements for v in group or ()):
+            con.execute(view)
+    except duckdb.Error:
+        raise upgrade from None
+
+
+_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
+_DROP_VIEW = re.compile(r"DROP\s+VIEW\s", re.I)
+_CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+", re.I)
+
+
+def _as_temp_views(sql: str) -> list[str] | None:
+    """A migration made only of `DROP VIEW` and `CREATE VIEW` statements, as the
+    statements that give one connection the same views, temporary; None for any other."""
+    views = []
+    for statement in duckdb.extract_statements(sql):
+        text = _COMMENTS.sub("", statement.query, count=1)
+        if statement.type == duckdb.StatementType.DROP and _DROP_VIEW.match(text):
+            continue  # the temporary view of the same name hides the stored one
+        created = _CREATE_VIEW.match(text)
+        if statement.type != duckdb.StatementType.CREATE or created is None:
+            return None
+        views.append("CREATE OR REPLACE TEMP VIEW " + text[created.end() :])
+    return views
+
+
 def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
@@ -130,9 +171,8 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
     if not pending:
         return
     if read_only:
-        raise StateError(
-            f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
-        )
+        _views_for_reader(con, path, pending)
+        return
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATION_LOG} "
         "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
