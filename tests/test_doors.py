@@ -288,6 +288,12 @@ def test_a_state_behind_only_on_views_is_read_with_the_new_views(run, workdir, i
     columns = json.loads(answered.stdout)["columns"]
     assert "hours_to_close" in columns and "time_to_close" not in columns  # 0007's view
     assert run("show", f"{R}#1", "--snapshot", str(copy)).exit_code == 0
+    for mode in ("held", "people"):  # a server's connection and the Python API's
+        with Snapshot(copy, state=mode) as snap:
+            assert snap.sql(asked).columns == columns
+            assert snap.sql(asked).columns == columns  # every cursor, not just the first
+            if mode == "people":
+                assert snap.relation(asked).columns == columns
     assert state.read_bytes() == before
     with duckdb.connect(str(state), read_only=True) as stored:
         columns = [c[0] for c in stored.execute("DESCRIBE issue_response_times").fetchall()]

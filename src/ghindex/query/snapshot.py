@@ -70,6 +70,7 @@ class Snapshot(SnapshotFiles):
         self._lock = threading.Lock()
         self._searcher: Searcher | None = None
         self._reranker_factory = reranker_factory
+        self._views: list[str] = []  # what brings a held connection's views up to date
 
     @classmethod
     def open(
@@ -129,6 +130,8 @@ class Snapshot(SnapshotFiles):
             con = connect(self.state_path, wait=LOCK_WAIT, check=True)
         else:
             con = self.connect().cursor()
+            for view in self._views:  # temporary views are each cursor's own
+                con.execute(view)
         try:
             yield con
         finally:
@@ -148,11 +151,15 @@ class Snapshot(SnapshotFiles):
                 if not self.state_path.exists():
                     raise no_state(self.state_path)
                 if self._mode == "people":
-                    self._held = duckdb.connect(str(self.state_path), read_only=True)
+                    held = duckdb.connect(str(self.state_path), read_only=True)
                 else:
                     from ghindex.query.sql import connect
 
-                    self._held = connect(self.state_path)
+                    held = connect(self.state_path)
+                self._views = _reader_views(held, self.state_path)
+                for view in self._views:
+                    held.execute(view)
+                self._held = held
             return self._held
 
     @property
@@ -374,3 +381,14 @@ class Snapshot(SnapshotFiles):
                         "direction": n.direction,
                     }
         return list(found.values())
+
+
+def _reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
+    """The views a held connection to an older state needs (`reader_views`); a state a
+    reader cannot bring up to date is held as it is, as before."""
+    from ghindex.state.database import reader_views
+
+    try:
+        return reader_views(con, path)
+    except GhindexError:
+        return []

@@ -35,8 +35,27 @@ def no_state(path: Path) -> StateError:
 
 def check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a state database this ghindex cannot read as it is: one written by a newer
-    ghindex, or one that needs a migration (`ghindex fetch` applies it)."""
-    _migrate(con, path, read_only=True)
+    ghindex, or one that needs a migration only a writer can apply (`ghindex fetch`).
+    One behind only on views is read with the new views (`reader_views`)."""
+    for view in reader_views(con, path):
+        con.execute(view)
+
+
+def reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
+    """What brings a reading connection to this ghindex's schema: nothing for a current
+    state; for one whose missing migrations only redefine views (as 0007 does), those
+    views as temporary ones (each connection or cursor runs them: they hide the stored
+    views of the same name, and the file is left as it is). Any other missing migration
+    needs a writer: refused with what to run."""
+    pending = _pending(con, path)
+    if not pending:
+        return []
+    statements = [_as_temp_views(sql) for _name, sql in pending]
+    if any(group is None for group in statements):
+        raise StateError(
+            f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
+        )
+    return [view for group in statements for view in group or ()]
 
 
 def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -95,26 +114,6 @@ def compact(path: Path) -> None:
     path.with_name(path.name + ".wal").unlink(missing_ok=True)
 
 
-def _views_for_reader(
-    con: duckdb.DuckDBPyConnection, path: Path, pending: list[tuple[str, str]]
-) -> None:
-    """A reader of a state one or more migrations behind: when they only redefine views
-    (as 0007 does), this connection gets the new views as temporary ones, which hide
-    the stored ones of the same name, and the file is left as it is. Any other pending
-    migration needs a writer: refused with what to run."""
-    upgrade = StateError(
-        f"{path} needs a schema upgrade ({pending[0][0]}): run `ghindex fetch` to upgrade it"
-    )
-    statements = [_as_temp_views(sql) for _name, sql in pending]
-    if any(s is None for s in statements):
-        raise upgrade
-    try:
-        for view in (v for group in statements for v in group or ()):
-            con.execute(view)
-    except duckdb.Error:
-        raise upgrade from None
-
-
 _COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.S)
 _DROP_VIEW = re.compile(r"DROP\s+VIEW\s", re.I)
 _CREATE_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+", re.I)
@@ -151,7 +150,9 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
-def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> None:
+def _pending(con: duckdb.DuckDBPyConnection, path: Path) -> list[tuple[str, str]]:
+    """The migrations `con`'s database lacks, in order; refused when it holds one this
+    ghindex does not know (a newer ghindex wrote it)."""
     known = migrations()
     has_table = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [MIGRATION_LOG]
@@ -167,11 +168,15 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
             f"{path} was written by a newer ghindex (migration {sorted(unknown)[-1]}): "
             "upgrade ghindex"
         )
-    pending = [(name, sql) for name, sql in known if name not in applied]
-    if not pending:
-        return
+    return [(name, sql) for name, sql in known if name not in applied]
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> None:
     if read_only:
-        _views_for_reader(con, path, pending)
+        check_schema(con, path)
+        return
+    pending = _pending(con, path)
+    if not pending:
         return
     con.execute(
         f"CREATE TABLE IF NOT EXISTS {MIGRATION_LOG} "
