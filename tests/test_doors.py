@@ -191,8 +191,10 @@ def test_items_links_sql_and_status_agree(run, workdir, served, reader):
     assert reader.fetch(f"{R}#1", max_chars=20_000) == shown
 
     assert (f"{R}#1", "closes") in {(n["handle"], n["kind"]) for n in linked["neighbours"]}
-    assert linked["nearest"]  # the CLI and MCP list the nearest items; the API leaves them out
-    assert reader.related(f"{R}#9") == {k: v for k, v in linked.items() if k != "nearest"}
+    assert linked["nearest"]  # every door lists the nearest items (the build listed them)
+    assert reader.related(f"{R}#9") == linked
+    without = reader.related(f"{R}#9", nearest=False)
+    assert without == {k: v for k, v in linked.items() if k != "nearest"}
     mcp_linked = tools.related(served, f"{R}#9", 1)
     assert {k: v for k, v in mcp_linked.items() if not k.startswith("snapshot_")} == linked
 

@@ -60,9 +60,10 @@ class Reader:
         """One item in full (what `ghindex show` prints)."""
         return self.snapshot.show(handle, max_chars=max_chars)
 
-    def related(self, handle: str, hops: int = 1) -> dict[str, Any]:
-        """Graph neighbours of one item (what `ghindex related` prints)."""
-        return self.snapshot.related(handle, hops=hops, nearest=False).as_dict()
+    def related(self, handle: str, hops: int = 1, *, nearest: bool = True) -> dict[str, Any]:
+        """Graph neighbours of one item and its nearest items (what `ghindex related`
+        prints); `nearest=False` leaves the nearest items out."""
+        return self.snapshot.related(handle, hops=hops, nearest=nearest).as_dict()
 
     def context(self, question: str, *, max_tokens: int = 4000, **filters: Any) -> dict[str, Any]:
         """A token-budgeted pack of the passages most relevant to `question`, cited."""
