@@ -285,6 +285,10 @@ def test_schema_reference_is_generated_from_the_ddl():
     for line in expected.splitlines():
         if line.startswith("| `") and line.count("|") == 4:
             assert not line.endswith("|  |"), f"column without a meaning: {line}"
+    # views list their columns too, as DuckDB describes them
+    views = expected.split("## Views")[1]
+    assert "| `hours_to_close` | DOUBLE | hours from opening to closing; NULL while open |" in views
+    assert views.count("| column | type | meaning |") == len(schema_doc.view_columns())
 
 
 def test_the_python_api(sample_state, tmp_path):

@@ -2,7 +2,8 @@
 
 Every table, column and view is read from `state/migrations/*.sql`: a table's
 description is the comment block above its CREATE statement, a column's meaning
-the `--` comment on its line. Edge kinds and their meanings come from
+the `--` comment on its line; a view's columns are what DuckDB describes once every
+migration has run. Edge kinds and their meanings come from
 `ghindex.vocabulary.edges`, strongest first.
 
     python -m ghindex.analysis.schema_doc > docs/schema.md
@@ -103,6 +104,46 @@ COMMON = {
     "is_binary": "a binary file: no patch",
 }
 
+# Meanings of the views' own columns (their SQL carries none: applied migrations are
+# never edited, so they live here); a view column also named in COMMON means that.
+VIEW_COLUMNS = {
+    "state": "OPEN or CLOSED (pull requests also MERGED), as GitHub says",
+    "first_response_at": "the first comment by someone other than the author (no bots)",
+    "hours_to_first_response": "hours from opening to that comment, two decimals; NULL "
+    "until it happens",
+    "hours_to_close": "hours from opening to closing; NULL while open",
+    "first_review_at": "the first submitted review by someone other than the author",
+    "hours_to_first_review": "hours from opening to that review; NULL until it happens",
+    "hours_to_merge": "hours from opening to merging; NULL unless merged",
+    "days_waiting": "days since the pull request was opened, one decimal",
+    "days_idle": "days since GitHub last saw the issue change, one decimal",
+    "week": "the ISO week, as its Monday",
+    "issues_opened": "issues opened that week",
+    "issues_closed": "issues closed that week",
+    "prs_opened": "pull requests opened that week",
+    "prs_merged": "pull requests merged that week",
+    "comments": "comments written (per week in `weekly_activity`, in all in `top_commenters`)",
+    "open_issues": "open issues carrying the label",
+    "closed_issues": "closed issues carrying the label",
+    "open_prs": "open pull requests carrying the label",
+    "closed_prs": "closed or merged pull requests carrying the label",
+    "total": "issues and pull requests carrying the label",
+    "threads": "distinct issues, pull requests and discussions commented on",
+    "first_comment": "when the first of those comments was written",
+    "last_comment": "when the last of those comments was written",
+    "reviews": "reviews submitted",
+    "pull_requests": "distinct pull requests reviewed",
+    "approvals": "reviews that approved",
+    "changes_requested": "reviews that requested changes",
+    "comments_only": "reviews that only commented",
+    "issue": "handle of the closed issue",
+    "issue_title": "the issue's title",
+    "issue_state": "the issue's state",
+    "closed_by": "handle of the pull request or commit that closed it",
+    "closer_type": "pull_request or commit",
+    "closer_title": "the pull request's title (NULL for a commit)",
+}
+
 _CREATE = re.compile(r"CREATE (TABLE|VIEW) (\w+)")
 _ALTER = re.compile(
     r"ALTER TABLE (\w+) ADD COLUMN (\w+) ([A-Z\[\]]+(?: [A-Z]+)*);(?:\s*--\s*(.*))?"
@@ -152,6 +193,25 @@ def relations() -> list[dict]:
     return list(found.values())
 
 
+def view_columns() -> dict[str, list[tuple[str, str]]]:
+    """Each view's columns and types, as DuckDB describes them once every migration has
+    run (in memory)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for _name, sql in migrations():
+            con.execute(sql)
+        names = [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
+                                           "WHERE NOT internal").fetchall()]  # fmt: skip
+        return {
+            name: [(c[0], c[1]) for c in con.execute(f'DESCRIBE "{name}"').fetchall()]
+            for name in names
+        }
+    finally:
+        con.close()
+
+
 def render() -> str:
     out = [
         "# The state database",
@@ -177,8 +237,14 @@ def render() -> str:
             out.append(f"| `{column}` | {kind} | {meaning.replace('|', '/')} |")
         out.append("")
     out += ["## Views", "", "Each view is plain SQL over the tables; `SELECT * FROM` it.", ""]
+    described = view_columns()
     for view in views:
         out += [f"### `{view['name']}`", "", view["about"], ""]
+        out += ["| column | type | meaning |", "|---|---|---|"]
+        for column, kind in described[view["name"]]:
+            meaning = VIEW_COLUMNS.get(column) or COMMON.get(column, "")
+            out.append(f"| `{column}` | {kind} | {meaning.replace('|', '/')} |")
+        out.append("")
     out += ["## Edge kinds", "", "`edges.kind` takes these values, strongest first:", "",
             "| kind | meaning |", "|---|---|"]  # fmt: skip
     out += [f"| `{kind}` | {meaning} |" for kind, meaning in edges.MEANINGS.items()]
