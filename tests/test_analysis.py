@@ -183,6 +183,42 @@ def test_export_partitions_by_repo_when_there_are_several(isolated):
     assert (isolated / "parquet" / "issues" / "repo=betamaxpy%2Fbetamax").is_dir()
 
 
+@pytest.mark.slow
+def test_exporting_again_replaces_each_table_whole_and_only_its_own_files(isolated, run):
+    from ghindex.analysis.export import export
+    from ghindex.errors import ExportError
+
+    settings = Settings(workdir=isolated / "sample", graphql_url="", model=DEFAULT_MODEL)
+    load_sample(settings)
+    dest = isolated / "parquet"
+    export(settings.state_path, dest)
+    kept = dest / "issues" / "repo=betamaxpy%2Fbetamax"
+    gone = dest / "issues" / "repo=gone%2Frepo"  # a repository an earlier snapshot held
+    gone.mkdir()
+    shutil.copy(next(kept.glob("*.parquet")), gone / "data_0.parquet")
+
+    export(settings.state_path, dest)
+    assert not gone.exists() and kept.is_dir()
+    export(settings.state_path, dest, partition=False)
+    assert (dest / "issues.parquet").is_file() and not (dest / "issues").exists()
+    export(settings.state_path, dest, partition=True)
+    assert not (dest / "issues.parquet").exists() and kept.is_dir()
+    read = duckdb.sql(f"SELECT count(*) FROM read_parquet('{dest}/issues/**/*.parquet')")
+    assert read.fetchall() == rows(settings.workdir, "SELECT count(*) FROM issues")
+
+    mine = dest / "issues" / "notes.txt"
+    mine.write_text("someone's own file")
+    with pytest.raises(ExportError, match=r"notes.txt was not written by an export"):
+        export(settings.state_path, dest)
+    assert mine.read_text() == "someone's own file" and kept.is_dir()
+    assert (dest / "comments").is_dir()  # refused before anything was removed
+    refused = run("export", str(dest), "--snapshot", str(settings.workdir))
+    assert refused.exit_code == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"Error: {mine} was not written by an export: export to a new folder, or move it away first"
+    )
+
+
 @pytest.fixture(scope="module")
 def sample_state(tmp_path_factory):
     """The bundled sample's state (no index needed for SQL)."""

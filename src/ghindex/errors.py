@@ -50,3 +50,7 @@ class RerankUnavailable(GhindexError):
 
 class SnapshotError(GhindexError):
     """A snapshot or store is missing, incomplete, corrupt, or was changed concurrently."""
+
+
+class ExportError(GhindexError):
+    """An export's destination holds something an export would replace but did not write."""

@@ -7,21 +7,29 @@ Spark and DuckDB read back as one table with its `repo` column (last, as hive
 partitioning puts it). A partitioned table with no rows has no partition to write: it
 is one empty file, `commits/data_0.parquet`, with the same columns in the same order,
 so `read_parquet('commits/**/*.parquet')` opens every table, empty or not.
+
+Exporting again into the same folder replaces each table's files whole: partitions of
+repositories the snapshot no longer holds, and files of the other layout (a table
+written as one file before and as partitions now), are removed first. Only what an
+export writes is ever removed; anything else in a table's place is refused up front.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from ghindex.errors import ExportError
 from ghindex.state.database import no_state
 from ghindex.vocabulary.tables import MIGRATION_LOG
 
 # The one file of a partitioned table with no rows (partitions live in repo=… folders).
 EMPTY_FILE = "data_0.parquet"
+_REFUSAL = "export to a new folder, or move it away first"
 
 
 @dataclass
@@ -43,10 +51,13 @@ def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportR
         repos = con.execute("SELECT count(*) FROM repos").fetchall()[0][0]
         split = repos > 1 if partition is None else partition
         report = ExportReport(dest=str(dest), partitioned=split)
-        for name, has_repo in _relations(con):
+        relations = _relations(con)
+        for name, _has_repo in relations:  # checked first: nothing is removed on a refusal
+            _earlier(dest, name)
+        for name, has_repo in relations:
+            _clear(dest, name)
             if split and has_repo:
                 schema_only = dest / name / EMPTY_FILE
-                schema_only.unlink(missing_ok=True)  # an earlier export's, when it had no rows
                 count = _copy(con, f"SELECT * FROM {name}", dest / name, "PARTITION_BY (repo)")
                 if not count:  # no partition was written: an empty file gives the schema
                     schema_only.parent.mkdir(exist_ok=True)
@@ -58,6 +69,38 @@ def export(state: Path, dest: Path, *, partition: bool | None = None) -> ExportR
     finally:
         con.close()
     return report
+
+
+def _earlier(dest: Path, name: str) -> list[Path]:
+    """What an earlier export left of table `name` in `dest`: `name.parquet`, and the
+    folder `name/` when it holds only what an export writes (`repo=…` folders of Parquet
+    files, the empty table's file). A folder holding anything else is refused, so that
+    nothing but an export's own files is ever removed."""
+    found = [p for p in (dest / f"{name}.parquet",) if p.is_file() and not p.is_symlink()]
+    folder = dest / name
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ExportError(f"{folder} is not a folder an export wrote: {_REFUSAL}")
+    if folder.is_dir():
+        for entry in folder.iterdir():
+            ours = (entry.name == EMPTY_FILE and entry.is_file()) or (
+                entry.name.startswith("repo=") and entry.is_dir() and not entry.is_symlink()
+                and all(f.suffix == ".parquet" and f.is_file() and not f.is_symlink()
+                        for f in entry.iterdir())
+            )  # fmt: skip
+            if not ours:
+                raise ExportError(f"{entry} was not written by an export: {_REFUSAL}")
+        found.append(folder)
+    return found
+
+
+def _clear(dest: Path, name: str) -> None:
+    """Remove an earlier export of `name`, so that no partition of a repository the
+    snapshot no longer holds, and no file of the other layout, is read back with it."""
+    for path in _earlier(dest, name):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _copy(con, query: str, target: Path, *options: str) -> int:
