@@ -459,6 +459,11 @@ def test_replace_doc_links_swaps_only_the_docs_edges_of_the_repo(docs_con):
         ("in", f"{R}:docs/api.rst", "doc", "doc"),
         ("out", f"{R}:docs/install.md", "doc", "doc"),
     ]
+    # a wiki page is a `wiki_doc`, as search, show and the index name it
+    wiki = neighbours(docs_con, f"{R}:wiki/FAQ", kinds=["links_to"])
+    assert {(n.direction, n.handle, n.type) for n in wiki} == {
+        ("in", f"{R}:wiki/Home", "wiki_doc"), ("out", f"{R}:wiki/Home", "wiki_doc"),
+    }  # fmt: skip
 
 
 # ------------------------------------------------------------------ the command

@@ -63,7 +63,7 @@ class Neighbour:
     direction: str  # out: the link goes from the start (or `via`) to this item; in: the reverse
     hop: int
     via: str | None  # hop 2: the hop-1 item this one was reached through
-    type: str | None  # issue | pull_request | discussion | release | doc | wiki | commit
+    type: str | None  # issue | pull_request | discussion | release | doc | wiki_doc | commit
     title: str | None
     state: str | None  # open | closed | merged, for issues, pull requests and discussions
     url: str | None
@@ -338,7 +338,8 @@ items AS (
     UNION ALL SELECT handle, 'pull_request', title, lower(state), url FROM pull_requests
     UNION ALL SELECT handle, 'discussion', title, lower(state), url FROM discussions
     UNION ALL SELECT handle, 'release', coalesce(name, tag), NULL, url FROM releases
-    UNION ALL SELECT handle, kind, title, NULL, url FROM docs
+    UNION ALL SELECT handle, CASE kind WHEN 'wiki' THEN 'wiki_doc' ELSE 'doc' END, title, NULL,
+        url FROM docs
     UNION ALL SELECT handle, 'commit', subject, NULL, url FROM commits
 )
 SELECT r.hop, r.handle, r.via, r.kind, r.direction, i.type, i.title, i.state, i.url, r.provenance
