@@ -301,6 +301,7 @@ def test_a_workdir_from_before_redaction_is_redacted_and_its_index_pruned(
     con.execute("DELETE FROM ghindex_meta")
     con.close()
     (isolated / "ghindex.toml").unlink()
+    raw_hashes = cache_hashes(workdir)
 
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     assert run("build").exit_code == 0
@@ -308,6 +309,18 @@ def test_a_workdir_from_before_redaction_is_redacted_and_its_index_pruned(
     assert rows(workdir, "SELECT body FROM issues") == [("old token [redacted:github-token]",)]
     raw = b"".join(p.read_bytes() for p in workdir.rglob("*") if p.is_file())
     assert token.encode() not in raw  # old Lance versions and index files pruned too
+    # nor the raw text's vector, which can be inverted into much of the text
+    db = lancedb.connect(workdir / "lance")
+    now = set(db.open_table("chunks").to_arrow().column("content_hash").to_pylist())
+    assert cache_hashes(workdir) == now and not raw_hashes & now
+    assert len(list((workdir / "lance").glob("embeddings_*/_versions/*.manifest"))) == 1
+
+
+def cache_hashes(workdir: Path) -> set[str]:
+    db = lancedb.connect(workdir / "lance")
+    names = [n for n in db.list_tables().tables if n.startswith("embeddings_")]
+    assert len(names) == 1
+    return set(db.open_table(names[0]).to_arrow().column("content_hash").to_pylist())
 
 
 @pytest.mark.slow

@@ -157,6 +157,8 @@ def build(
         written = index.write_chunks(
             db, model_name, chunks, vectors, dimension, precision=precision, prune=prune
         )
+        if prune:  # the caches still hold the vectors of the text before redaction
+            index.prune_caches(db, hashes)
         say("listing each item's nearest items")
         listed = nearest.write(
             settings.lance_path, chunks, vectors, f"{model_name}:{precision}", reuse=not full

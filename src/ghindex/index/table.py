@@ -293,6 +293,28 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_ROWS) -> bool:
     return True
 
 
+def prune_caches(db: lancedb.DBConnection, keep: Iterable[str]) -> int:
+    """Every embedding cache reduced to the vectors of `keep` (content hashes), its older
+    versions dropped: after stored text was redacted in place, the cache still maps the
+    raw texts' hashes to their vectors, and a vector can be inverted back into much of
+    its text. The vectors dropped are made again if their text comes back. Returns how
+    many were dropped."""
+    wanted = pa.array(sorted(set(keep)), pa.string())
+    dropped = 0
+    for name in table_names(db):
+        if not name.startswith(EMBEDDINGS_PREFIX):
+            continue
+        table = db.open_table(name)
+        rows = table.to_arrow()
+        kept = rows.filter(pc.is_in(rows.column("content_hash"), value_set=wanted))
+        if kept.num_rows == rows.num_rows:
+            continue
+        dropped += rows.num_rows - kept.num_rows
+        table.add(kept, mode="overwrite")
+        maintain(table, force=True)
+    return dropped
+
+
 def maintain(table, *, unindexed: int = 0, force: bool = False) -> bool:
     """Compact, reindex and prune the table when it is due; True when it ran."""
     stats = table.stats()
