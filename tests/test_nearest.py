@@ -59,6 +59,14 @@ def test_few_items_give_short_lists_and_ties_go_to_the_earlier_item():
     assert nearest.neighbours(np.zeros((0, 2), dtype=np.float32))[0].shape == (0, 0)
 
 
+def test_a_vector_that_is_not_one_ranks_last_and_breaks_nothing():
+    means = np.eye(5, dtype=np.float32)[:, :4]
+    means[4] = np.nan  # e.g. a damaged cache brought by a snapshot
+    found, scores = nearest.neighbours(means, k=4)
+    assert found.shape == (5, 4) and found[0, -1] == 4 and scores[0, -1] == nearest.NOT_A_VECTOR
+    assert all(row not in found[row] for row in range(5))
+
+
 def document(handle, entity, title="", entity_type="issue"):
     return Document(
         handle=handle, entity=entity, entity_type=entity_type, repo="o/r", type="issue",

@@ -45,6 +45,7 @@ FORMAT = 1
 META_KEY = b"ghindex.nearest"
 _BLOCK_CELLS = 16_000_000  # similarities held at once (64 MB of float32)
 _GROUP = 64  # columns per group when bounding a row's top K (see `_top`)
+NOT_A_VECTOR = -2.0  # the score of a vector that is not one (NaN): below any cosine
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
 
@@ -103,6 +104,7 @@ def neighbours(
     for start in range(0, len(rows), block):
         picked = rows[start : start + block]
         sims = means[picked] @ means.T
+        np.nan_to_num(sims, copy=False, nan=NOT_A_VECTOR)
         sims[np.arange(len(picked)), picked] = -np.inf  # not itself
         found[start : start + block], scores[start : start + block] = _top(sims, keep)
     return found, scores
@@ -207,6 +209,7 @@ def _merge(
     if len(changed):
         cols = np.concatenate([old, np.broadcast_to(changed, (len(rows), len(changed)))], axis=1)
         vals = np.concatenate([vals, means[rows] @ means[changed].T], axis=1)
+    vals = np.nan_to_num(vals, nan=NOT_A_VECTOR)
     order = np.lexsort((cols, -vals), axis=1)[:, :keep]
     return np.take_along_axis(cols, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
