@@ -4,6 +4,7 @@ file is missing, stale or not what it claims to be."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from dataclasses import replace
@@ -112,6 +113,23 @@ def random_build(rng, handles, dims=8):
             chunks.append(chunk(document(handle, handle, handle), text))
             vectors[text] = rng.standard_normal(dims).astype(np.float32)
     return chunks, vectors
+
+
+def test_the_file_is_sorted_by_item_so_a_reader_opens_one_row_group(monkeypatch, tmp_path):
+    monkeypatch.setattr(nearest, "ROW_GROUP", 40)
+    chunks, vectors = random_build(np.random.default_rng(3), [f"o/r#{n}" for n in range(30)])
+
+    assert nearest.write(tmp_path, chunks, vectors, "model:fp32") == 30
+
+    meta = pq.ParquetFile(tmp_path / "nearest.parquet").metadata
+    assert meta.num_row_groups == 8  # 300 rows, 40 a group
+    ranges = [(g.column(0).statistics.min, g.column(0).statistics.max)
+              for g in (meta.row_group(i) for i in range(meta.num_row_groups))]  # fmt: skip
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
+    assert [n["handle"] for n in nearest.read(tmp_path / "nearest.parquet", "o/r#7", 3)] == [
+        ("o/r#" + str(j)) for j in nearest.neighbours(
+            nearest.entities(chunks, vectors).means, 3)[0][7]
+    ]  # fmt: skip
 
 
 def previous_of(built: nearest.Entities, lists: np.ndarray):

@@ -45,6 +45,7 @@ FORMAT = 1
 META_KEY = b"ghindex.nearest"
 _BLOCK_CELLS = 16_000_000  # similarities held at once (64 MB of float32)
 _GROUP = 64  # columns per group when bounding a row's top K (see `_top`)
+ROW_GROUP = 32_768  # rows per Parquet row group: ~3,000 entities each
 NOT_A_VECTOR = -2.0  # the score of a vector that is not one (NaN): below any cosine
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
@@ -151,11 +152,12 @@ def write(
     path = Path(lance_path) / NEAREST_FILE
     now = entities(chunks, vectors)
     found, scores = update(now, _previous(path, basis) if reuse else None)
-    rows = _table(now, found, scores)
+    # sorted by entity in small row groups: a reader's `entity = ?` skips all but one
+    rows = _table(now, found, scores).sort_by([("entity", "ascending"), ("rank", "ascending")])
     meta = {META_KEY: json.dumps({"format": FORMAT, "k": K, "basis": basis}).encode()}
     rows = rows.replace_schema_metadata(meta)
     tmp = path.with_name(f"{NEAREST_FILE}.tmp")
-    pq.write_table(rows, tmp, compression="zstd")
+    pq.write_table(rows, tmp, compression="zstd", row_group_size=ROW_GROUP)
     os.replace(tmp, path)
     return len(now.handles) if found.shape[1] else 0
 
