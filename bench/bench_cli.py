@@ -99,9 +99,10 @@ def synthetic_workdir(base: Path, rows: int) -> Path:
     index.write_chunks(index.connect(staging / "lance"), embedder.name, chunks, vectors,
                        embedder.dimension, precision=DEFAULT_PRECISION)  # fmt: skip
     manifest = json.loads((staging / "manifest.json").read_text())
-    basis = f"{embedder.name}:{DEFAULT_PRECISION}"
-    listed = nearest.write(staging / "lance", chunks, vectors, basis)
-    manifest["nearest"] = {"file": "lance/nearest.parquet", "k": nearest.K, "entities": listed}
+    made_by = nearest.basis(embedder.name, DEFAULT_PRECISION)
+    manifest["nearest"] = nearest.manifest_entry(
+        nearest.write(staging / "lance", chunks, vectors, made_by)
+    )
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2))
     staging.rename(target)
     return target

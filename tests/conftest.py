@@ -113,3 +113,25 @@ def tiny_cross_encoder(tmp_path_factory):
     BertForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def exported():
+    """The default model's ONNX export in the run's cache (made once)."""
+    from ghindex.config import DEFAULT_MODEL
+    from ghindex.index.onnx_encoder import META_FILE, export, export_dir
+
+    folder = export_dir(DEFAULT_MODEL)
+    if not (folder / META_FILE).exists():
+        export(DEFAULT_MODEL)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def quantised(exported):
+    """That export with its int8 copy beside it."""
+    from ghindex.index.onnx_encoder import INT8_FILE, quantise
+
+    if not (exported / INT8_FILE).exists():
+        quantise(exported)
+    return exported

@@ -12,8 +12,7 @@ import pytest
 from ghindex.config import DEFAULT_MODEL, FP32, INT8
 from ghindex.errors import IndexUnusable
 from ghindex.index import deferred
-from ghindex.index.onnx_encoder import INT8_FILE, META_FILE, export, export_dir, query_encoder
-from ghindex.index.onnx_encoder import quantise as quantise_export
+from ghindex.index.onnx_encoder import INT8_FILE, export_dir, query_encoder
 from ghindex.query import encoder_ahead
 from ghindex.query.snapshot import Snapshot
 from testkit.process import cli_in_fresh_python, fresh_python
@@ -74,16 +73,6 @@ def test_lancedb_imports_without_the_rest_client_which_still_answers():
         "print(ApiClient.__name__, 'lance_namespace_urllib3_client.api' in sys.modules)\n"
     )
     assert fresh_python(script).split() == ["False", "ApiClient", "True"]
-
-
-@pytest.fixture(scope="module")
-def quantised():
-    folder = export_dir(DEFAULT_MODEL)
-    if not (folder / META_FILE).exists():
-        export(DEFAULT_MODEL)
-    if not (folder / INT8_FILE).exists():
-        quantise_export(folder)
-    return folder
 
 
 def ahead_of(factory):

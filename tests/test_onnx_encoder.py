@@ -20,13 +20,10 @@ from ghindex.index import table as index
 from ghindex.index.embed import Embedder
 from ghindex.index.onnx_encoder import (
     INT8_FILE,
-    META_FILE,
     MODEL_FILE,
     OnnxEncoder,
     build_encoder,
-    export,
     export_dir,
-    quantise,
     query_encoder,
 )
 from ghindex.query.search import Searcher
@@ -45,21 +42,6 @@ TEXTS = [
     "word " * 700,  # far past the 256 tokens the model reads
     "Crash on startup when config.toml is missing. " * 12,
 ]
-
-
-@pytest.fixture(scope="module")
-def exported():
-    folder = export_dir(DEFAULT_MODEL)
-    if not (folder / META_FILE).exists():
-        export(DEFAULT_MODEL)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def quantised(exported):
-    if not (exported / INT8_FILE).exists():
-        quantise(exported)
-    return exported
 
 
 TOPICS = [

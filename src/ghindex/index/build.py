@@ -30,7 +30,7 @@ from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import canonical_model_name
 from ghindex.progress import Progress
-from ghindex.snapshot.layout import FORMAT_VERSION, INDEX_DIR
+from ghindex.snapshot.layout import FORMAT_VERSION
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
 
@@ -160,9 +160,8 @@ def build(
         if prune:  # the caches still hold the vectors of the text before redaction
             index.prune_caches(db, hashes)
         say("listing each item's nearest items")
-        listed = nearest.write(
-            settings.lance_path, chunks, vectors, f"{model_name}:{precision}", reuse=not full
-        )
+        made_by = nearest.basis(model_name, precision)
+        listed = nearest.write(settings.lance_path, chunks, vectors, made_by, reuse=not full)
         with transaction(con):
             redaction.record_index(con)
         counts = dict(sorted(Counter(d.type for d in documents).items()))
@@ -271,11 +270,7 @@ def write_manifest(
         "chunking": chunking.as_dict(),
         "documents": doc_settings.as_dict(),
         "counts": {**report.counts, "chunks": report.chunks},
-        "nearest": {
-            "file": f"{INDEX_DIR}/{nearest.NEAREST_FILE}",
-            "k": nearest.K,
-            "entities": report.nearest,
-        },
+        "nearest": nearest.manifest_entry(report.nearest),
         "redaction": {"rules": redaction.state_of(con), "redacted": redacted},
     }
     tmp = path.with_suffix(".json.tmp")

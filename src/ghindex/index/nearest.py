@@ -38,6 +38,7 @@ import numpy as np
 
 from ghindex.errors import SnapshotError, first_line
 from ghindex.index.chunking import Chunk
+from ghindex.snapshot.layout import INDEX_DIR
 
 NEAREST_FILE = "nearest.parquet"
 K = 10
@@ -49,6 +50,17 @@ ROW_GROUP = 32_768  # rows per Parquet row group: ~3,000 entities each
 NOT_A_VECTOR = -2.0  # the score of a vector that is not one (NaN): below any cosine
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
+
+
+def basis(model: str, precision: str) -> str:
+    """What a file's vectors were made from: lists of another basis are not reused."""
+    return f"{model}:{precision}"
+
+
+def manifest_entry(listed: int) -> dict[str, Any]:
+    """The manifest's `nearest`: where the file is, how many neighbours it keeps per
+    entity, and how many entities it lists."""
+    return {"file": f"{INDEX_DIR}/{NEAREST_FILE}", "k": K, "entities": listed}
 
 
 @dataclass

@@ -173,14 +173,18 @@ def cached_vectors(
     name = cache_table(model, precision)
     if name not in table_names(db) or len(wanted) == 0:
         return {}
-    table = db.open_table(name).to_arrow()
-    table = table.filter(pc.is_in(table.column("content_hash"), value_set=wanted))
+    table = _with_hashes(db.open_table(name).to_arrow(), wanted)
     if table.num_rows == 0:
         return {}
     keys = table.column("content_hash").to_pylist()
     flat = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
     matrix = flat.reshape(len(keys), -1)
     return {key: matrix[row] for row, key in enumerate(keys)}
+
+
+def _with_hashes(rows: pa.Table, hashes: pa.Array) -> pa.Table:
+    """The cache rows whose content hash is one of `hashes`."""
+    return rows.filter(pc.is_in(rows.column("content_hash"), value_set=hashes))
 
 
 def add_to_cache(
@@ -306,7 +310,7 @@ def prune_caches(db: lancedb.DBConnection, keep: Iterable[str]) -> int:
             continue
         table = db.open_table(name)
         rows = table.to_arrow()
-        kept = rows.filter(pc.is_in(rows.column("content_hash"), value_set=wanted))
+        kept = _with_hashes(rows, wanted)
         if kept.num_rows == rows.num_rows:
             continue
         dropped += rows.num_rows - kept.num_rows
