@@ -217,6 +217,13 @@ def _seconds(value: object) -> float:
     return seconds
 
 
+def cache_dir() -> Path:
+    """Where ghindex keeps what it can make again (the ONNX export of the model, the
+    secret detector's compiled rules): GHINDEX_CACHE_DIR, default ~/.cache/ghindex."""
+    given = os.environ.get("GHINDEX_CACHE_DIR")
+    return Path(given).expanduser() if given else Path.home() / ".cache" / "ghindex"
+
+
 def github_token() -> str:
     """The token for GitHub's API, from GITHUB_TOKEN or GH_TOKEN."""
     token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")

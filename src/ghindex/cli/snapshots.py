@@ -1,4 +1,4 @@
-"""Commands that move snapshots: publish, pull, update, gc, status."""
+"""Commands that move and check snapshots: publish, pull, update, gc, status, audit-secrets."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ store_option = click.option(
     "--store",
     metavar="URL",
     help="Snapshot store: a path, file://, s3://bucket/prefix, gs://…, az://… (env GHINDEX_STORE).",
+)
+
+
+snapshot_dir_option = click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="A local snapshot or workdir (default: WORKDIR).",
 )
 
 
@@ -199,11 +206,7 @@ def gc(obj: Context, store: str | None, keep: int | None, grace_hours: float,
 
 @cli.command()
 @store_option
-@click.option(
-    "--snapshot",
-    type=click.Path(file_okay=False, exists=True),
-    help="A local snapshot or workdir (default: WORKDIR).",
-)
+@snapshot_dir_option
 @json_option
 @click.pass_obj
 def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool) -> None:
@@ -238,9 +241,13 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
         click.echo(f"  {kind:<20} {count:>8,}")
     redaction = summary.get("redaction") or {}
     if redaction:
-        rules = ", ".join(f"{k} {v or 'not written yet'}" for k, v in redaction["rules"].items())
-        found = ", ".join(f"{k} {n}" for k, n in redaction["redacted"].items()) or "none"
-        click.echo(f"redaction {rules}; secrets replaced: {found}")
+        rules = ", ".join(
+            f"{k} text {v or 'none stored yet'}" for k, v in redaction["rules"].items()
+        )
+        kinds = redaction["redacted"]
+        found = ", ".join(f"{k} {n}" for k, n in kinds.items())
+        total = f"{sum(kinds.values())} ({found})" if kinds else "none"
+        click.echo(f"redaction rules: {rules}; secrets replaced: {total}")
     for repo, info in sorted(summary["repos"].items()):
         click.echo(f"  {repo}: {_cursors(info.get('cursors') or {})}")
         for line in _fetch_health(info.get("fetch") or {}):
@@ -282,3 +289,40 @@ def _age(seconds: int | None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+@cli.command("audit-secrets")
+@store_option
+@snapshot_dir_option
+@json_option
+@click.pass_obj
+def audit_secrets(obj: Context, store: str | None, snapshot: str | None, as_json: bool) -> None:
+    """Scan a snapshot for credentials with the current rules; exit 1 if any is found.
+
+    Reports each finding's kind and where it is (file, table, column, handle), never
+    its value. With --store, the newest snapshot is pulled into a temporary folder,
+    scanned and removed.
+
+    \b
+    Examples:
+      ghindex audit-secrets
+      ghindex audit-secrets --snapshot ./snap
+      ghindex audit-secrets --store s3://my-bucket/ghindex --json
+    """
+    from ghindex.snapshot import Store
+    from ghindex.snapshot.audit import audit, audit_store, summary_lines
+
+    if store and snapshot:
+        raise click.UsageError("give --snapshot or --store, not both")
+    settings = obj.settings(store=store)
+    if store:
+        report = audit_store(Store(settings.store))
+    else:
+        report = audit(Path(snapshot) if snapshot else workdir_root(settings))
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        for line in summary_lines(report):
+            click.echo(line)
+    if report.found:
+        raise SystemExit(1)

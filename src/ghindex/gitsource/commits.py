@@ -343,7 +343,7 @@ def sync_commits(
             "DELETE FROM commit_files WHERE repo = ? AND list_contains(?, sha)", [repo, batch]
         )
         upsert(con, "commits", "handle", commit_rows)
-        insert(con, "commit_files", file_rows)
+        insert(con, "commit_files", file_rows, key=("handle",))
         edges.replace_commit_links(con, repo, commit_rows)
         change.files += len(file_rows)
     change.added = len(plan.to_add) - plan.retries

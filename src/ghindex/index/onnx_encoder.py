@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS
+from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS, cache_dir
 from ghindex.errors import ConfigError, IndexUnusable, first_line
 from ghindex.index.embed import Embedder, canonical_model_name, model_source
 
@@ -56,12 +56,6 @@ NO_CUDA = (
     "lists no CUDAExecutionProvider and torch sees no GPU: install onnxruntime-gpu, or use "
     "--device cpu"
 )
-
-
-def cache_dir() -> Path:
-    """Where exported models are kept (GHINDEX_CACHE_DIR, default ~/.cache/ghindex)."""
-    given = os.environ.get("GHINDEX_CACHE_DIR")
-    return Path(given).expanduser() if given else Path.home() / ".cache" / "ghindex"
 
 
 def export_dir(name: str) -> Path:

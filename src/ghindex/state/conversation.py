@@ -19,7 +19,6 @@ from ghindex.state.rows import (
     login,
     nodes_of,
     now,
-    unique,
 )
 from ghindex.vocabulary.handles import comment_handle, review_comment_handle, review_handle
 
@@ -141,7 +140,7 @@ def _comment_row(
 
 def _replace(con: duckdb.DuckDBPyConnection, table: str, parent: str, rows: list[Row]) -> None:
     con.execute(f"DELETE FROM {table} WHERE parent_handle = ?", [parent])
-    insert(con, table, unique(rows, ("handle",)))
+    insert(con, table, rows, key=("handle",))
 
 
 def handle_key(node: Node) -> int | str:

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 from ghindex import __version__
-from ghindex.state.redact import redact
+from ghindex.state.redact import redact, redact_value
 
 
 def get_high_water_mark(con: duckdb.DuckDBPyConnection, repo: str, surface: str) -> datetime | None:
@@ -93,22 +93,10 @@ def record_run(
             started_at,
             status,
             list(repos),
-            json.dumps(_scrubbed(stats or {}), sort_keys=True, default=str),
+            json.dumps(redact_value(stats or {}), sort_keys=True, default=str),
             redact(error) if error else error,
             __version__,
             requests,
             cost,
         ],
     )
-
-
-def _scrubbed(value: Any) -> Any:
-    """`value` with every string in it redacted: a run's record holds GitHub's error
-    messages, which may echo anything."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: _scrubbed(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_scrubbed(v) for v in value]
-    return value

@@ -107,7 +107,7 @@ def replace_item_links(
     insert."""
     delete_from_sources(con, [handle for handle, _node in items])
     links = [link for handle, node in items for link in item_links(repo, handle, node, kind)]
-    insert(con, "edges", _earliest(links))
+    insert(con, "edges", _earliest(links), key=_KEY)
 
 
 def replace_commit_links(con: duckdb.DuckDBPyConnection, repo: str, commits: Sequence[Row]) -> None:
@@ -121,7 +121,7 @@ def replace_commit_links(con: duckdb.DuckDBPyConnection, repo: str, commits: Seq
             links.append(_edge(handle, target, "references", handle, "message", repo, when))
         for target in closing_handles(message, repo):
             links.append(_edge(handle, target, "closes", handle, "message", repo, when))
-    insert(con, "edges", _earliest(links))
+    insert(con, "edges", _earliest(links), key=_KEY)
 
 
 def replace_release_links(
@@ -134,7 +134,7 @@ def replace_release_links(
         for r in releases
         for target in mentioned_handles(r.get("body"), repo)
     ]
-    insert(con, "edges", _earliest(links))
+    insert(con, "edges", _earliest(links), key=_KEY)
 
 
 def delete_from_sources(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) -> None:

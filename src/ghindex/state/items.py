@@ -26,7 +26,6 @@ from ghindex.state.rows import (
     login,
     nodes_of,
     now,
-    unique,
     upsert,
 )
 from ghindex.vocabulary.handles import comment_handle, item_handle, release_handle
@@ -160,7 +159,7 @@ def replace_releases(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
         for node in nodes
     ]
     con.execute("DELETE FROM releases WHERE repo = ?", [repo])
-    insert(con, "releases", unique(rows, ("handle",)))
+    insert(con, "releases", rows, key=("handle",))
     edges.replace_release_links(con, repo, rows)
     return len(rows)
 
@@ -264,7 +263,7 @@ def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
             }
     for table in ("issue_labels", "assignees"):
         delete_where_in(con, table, "handle", handles)
-    insert(con, "issue_labels", unique(item_labels, ("handle", "label")))
-    insert(con, "assignees", unique(assignees, ("handle", "login")))
+    insert(con, "issue_labels", item_labels, key=("handle", "label"))
+    insert(con, "assignees", assignees, key=("handle", "login"))
     upsert(con, "labels", ("repo", "name"), list(labels.values()))
     upsert(con, "milestones", ("repo", "number"), list(milestones.values()))

@@ -1,13 +1,15 @@
 """Which redaction the stored text went through, and bringing it in line.
 
 `ghindex_meta` records, per writer ('github' for fetch, 'git' for git sources), the
-redaction rules version the stored text passed (`v2`) or `off`. Before writing, a
+redaction rules the stored text passed (`redact.rules_version()`: ghindex's own rules'
+version and the detector's, e.g. `v3+kingfisher-1.5.0/488`) or `off`. Before writing, a
 run compares it with what the settings ask for:
 
 - same: nothing to do;
 - redaction wanted, stored text raw or from older rules (a workdir from before
-  redaction at ingestion is raw): the stored text is redacted in place, now, with a
-  message, so the next snapshot holds no raw secret;
+  redaction at ingestion is raw; a new ghindex or detector release finds more): the
+  stored text is redacted in place, now, with a message that counts what was found per
+  kind, so the next snapshot holds none of what the current rules find;
 - raw text wanted (`redact = false`), stored text redacted: the raw text can only
   come from the source again, so the caller re-reads everything (`fetch --full`,
   git sources in full) and records `off` once that succeeded. Never a silent mix.
@@ -22,18 +24,21 @@ import pyarrow as pa
 
 from ghindex.state import redact
 from ghindex.state.database import compact, open_state
-from ghindex.state.rows import now
+from ghindex.state.rows import now, replace_from
 
-# Which tables each writer fills.
+# Which tables each writer fills; `SHARED` ones are written by both (links, run
+# records, gaps) and redacted with either.
 SOURCES = {
     "github": ("repos", "issues", "pull_requests", "discussions", "comments", "reviews",
-               "review_comments", "releases", "milestones", "labels"),
+               "review_comments", "releases", "milestones", "labels", "issue_labels",
+               "assignees"),
     "git": ("docs", "commits", "commit_files"),
 }  # fmt: skip
+SHARED = ("edges", "fetch_gaps", "runs")
 
 
 def wanted(enabled: bool) -> str:
-    return f"v{redact.RULES_VERSION}" if enabled else "off"
+    return redact.rules_version() if enabled else "off"
 
 
 def stored(con: duckdb.DuckDBPyConnection, source: str, schema: str = "main") -> str | None:
@@ -99,13 +104,15 @@ def prepare(con: duckdb.DuckDBPyConnection, source: str, enabled: bool) -> tuple
     if not has_rows(con, source):
         record(con, source, enabled)
         return False, ""
-    changed = redact_in_place(con, SOURCES[source])
+    with redact.tally() as found:
+        changed = redact_in_place(con, SOURCES[source] + SHARED)
     record(con, source, enabled)
     if changed:
         _set(con, "compact", "needed")
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(found.items())) or "nothing new"
     return False, (
-        f"redacting the stored {source} text for redaction rules v{redact.RULES_VERSION}: "
-        f"{changed} rows changed"
+        f"redacting the stored {source} text with redaction rules {wanted(True)} "
+        f"(was {before or 'none recorded'}): {changed} rows changed; found {kinds}"
     )
 
 
@@ -125,39 +132,86 @@ def compact_if_needed(path: Path, con: duckdb.DuckDBPyConnection) -> duckdb.Duck
     return con
 
 
+def scanned_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    """(column, type) of every column of `table` that redaction scans: strings, lists
+    of strings and JSON, less what GitHub and git generate (`redact.NEVER_SCANNED`)."""
+    return [
+        (column, kind)
+        for column, kind in con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        if kind in ("VARCHAR", "VARCHAR[]", "JSON") and redact.scanned(table, column)
+    ]
+
+
+def primary_key(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    row = con.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() "
+        "WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
+        [table],
+    ).fetchone()
+    return list(row[0]) if row else []
+
+
 def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
-    """Redact the text columns of `tables` where they hold something; rows changed."""
+    """Redact every scanned column of `tables` where it holds something; rows changed.
+    A row whose key changed (a secret in a label or tag name) replaces any row that
+    already had the redacted key."""
     changed = 0
     for table in tables:
-        columns = redact.TEXT_COLUMNS.get(table, ())
+        columns = scanned_columns(con, table)
         if not columns:
             continue
-        names = ", ".join(columns)
+        names = ", ".join(f'"{c}"' for c, _ in columns)
         updates = []
         for rowid, *values in con.execute(f"SELECT rowid, {names} FROM {table}").fetchall():
-            fresh = [redact.redact(v) if isinstance(v, str) else v for v in values]
+            fresh = [
+                redact.scrub_json(v) if kind == "JSON" else redact.redact_value(v)
+                for (_, kind), v in zip(columns, values, strict=True)
+            ]
             if fresh != values:
-                updates.append({"rid": rowid, **dict(zip(columns, fresh, strict=True))})
-        if not updates:
-            continue
-        con.register("_redacted", pa.Table.from_pylist(updates))
-        try:
-            sets = ", ".join(f"{c} = r.{c}" for c in columns)
-            con.execute(f"UPDATE {table} SET {sets} FROM _redacted r WHERE {table}.rowid = r.rid")
-        finally:
-            con.unregister("_redacted")
-        changed += len(updates)
+                updates.append((rowid, dict(zip((c for c, _ in columns), fresh, strict=True))))
+        if updates:
+            _rewrite(con, table, updates)
+            changed += len(updates)
     return changed
+
+
+def _rewrite(con: duckdb.DuckDBPyConnection, table: str, updates: list) -> None:
+    """Replace the rows `updates` names ((rowid, new values)) with their new values."""
+    ids = [rowid for rowid, _ in updates]
+    whole = con.execute(f"SELECT rowid AS _rid, * FROM {table} WHERE list_contains(?, rowid)",
+                        [ids]).to_arrow_table()  # fmt: skip
+    by_id = dict(updates)
+    rows = []
+    for row in whole.to_pylist():
+        rid = row.pop("_rid")
+        rows.append({**row, **by_id[rid]})
+    key = primary_key(con, table)
+    if key:
+        rows = list({tuple(r[k] for k in key): r for r in rows}.values())
+    con.execute(f"DELETE FROM {table} WHERE list_contains(?, rowid)", [ids])
+    con.register("_redacted", pa.Table.from_pylist(rows, schema=whole.schema.remove(0)))
+    try:
+        if key:
+            replace_from(con, table, "_redacted", key)
+        else:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _redacted")
+    finally:
+        con.unregister("_redacted")
 
 
 def stored_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """How many redactions of each kind the stored text holds, for the manifest."""
     counts: dict[str, int] = {}
-    for table, columns in redact.TEXT_COLUMNS.items():
-        for column in columns:
+    tables = [t for group in SOURCES.values() for t in group] + list(SHARED)
+    for table in tables:
+        for column, _ in scanned_columns(con, table):
             for kind, n in con.execute(
-                f"SELECT k, count(*) FROM (SELECT unnest(regexp_extract_all({column}, ?, 1)) "
-                f"AS k FROM {table}) GROUP BY k",
+                f'SELECT k, count(*) FROM (SELECT unnest(regexp_extract_all("{column}"::VARCHAR, '
+                f"?, 1)) AS k FROM {table}) GROUP BY k",
                 [redact.MARKER.pattern],
             ).fetchall():
                 counts[kind] = counts.get(kind, 0) + n

@@ -1,7 +1,9 @@
 """Small helpers every saver shares: batch upserts and GitHub's time format.
 
-Every row written through `upsert` and `insert` has its text columns redacted first
+Every row written through `upsert` and `insert` has its text redacted first
 (`ghindex.state.redact.scrub_rows`): this is the one place text enters the state database.
+Redaction can make two keys one (two labels whose names were secrets): the last row for
+a key is kept, as for any duplicate.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def upsert(
     if not rows:
         return
     keys = (key,) if isinstance(key, str) else key
-    batch = list(scrub_rows(table, unique(rows, keys)))
+    batch = unique(scrub_rows(table, rows), keys)
     con.register("_batch", pa.Table.from_pylist(batch))
     try:
         replace_from(con, table, "_batch", keys)
@@ -45,10 +47,17 @@ def replace_from(
     con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
 
 
-def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Row]) -> None:
+def insert(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: Sequence[Row],
+    key: tuple[str, ...] | None = None,
+) -> None:
+    """Insert rows; with `key`, only the last row for each key (after redaction)."""
     if not rows:
         return
-    con.register("_batch", pa.Table.from_pylist(list(scrub_rows(table, rows))))
+    batch = list(scrub_rows(table, rows))
+    con.register("_batch", pa.Table.from_pylist(unique(batch, key) if key else batch))
     try:
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
     finally:

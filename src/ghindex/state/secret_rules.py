@@ -1,0 +1,409 @@
+"""ghindex's own secret rules: the structure of where a credential sits, which no
+provider's pattern sees, and the few provider formats the library misses.
+
+The provider formats (hundreds of prefixes, kept up to date by their maintainers) come
+from the detector library (`state/secret_library.py`), the few it misses from
+`state/secret_formats.py`. What is here finds credentials by where they are, whatever
+their alphabet:
+
+- key material, whole: PEM/OpenSSH blocks (also with JSON's `\\n` escapes), PuTTY key
+  files, and base64 of any text that holds a secret (a kubeconfig's `client-key-data`,
+  a base64-encoded AWS credentials file, a Kubernetes secret's `data:`);
+- `Authorization:` headers, whatever the scheme and value;
+- the password (or a token in the user part) of a URL of any scheme;
+- values assigned to a name that says it is secret, in every form people paste:
+  `NAME=value`, `NAME: value`, `"name": "value"`, `--password value`,
+  `<password>value</password>`, `.netrc`'s `login x password y`;
+- an AWS secret key written near the words that name it, in prose.
+
+Every rule here is linear in the text (bounded repetitions, no nested quantifiers over
+the same characters; `bench/bench_redact.py` times hostile text).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import re
+from collections.abc import Callable
+
+from ghindex.state import secret_formats
+
+Span = tuple[int, int, str]
+
+# Values that are examples, not credentials: `password="password123"`,
+# `https://user:pass@host`, `secret: xxxxxxxx`. Checked for assigned values and URL
+# passwords, whose formats say nothing else about them.
+PLACEHOLDERS = re.compile(
+    r"(?i)^(?:.{0,3}|(.)\1*|pass|pwd)$|example|placeholder|passw|ssword|secret|dummy|changeme"
+    r"|your|xxx|\*\*\*|\.\.\.|…"
+    r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<|^\$|^%[A-Z_]+%$|^\[[^\]]*\]$"
+    r"|abc123|123456|qwerty|hunter2|letmein|s3cr3t|^mysecret"
+)
+
+# ------------------------------------------------------------------ key material
+
+_KEY_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+# Without an END (cut off, or split from it): the key's own lines, and no further.
+_KEY_LINES = re.compile(
+    r"(?:(?:\\n|\r?\n)[ \t+>]*(?:[A-Za-z0-9+/=]{8,}|(?:Proc-Type|DEK-Info|Comment|Version):"
+    r"[^\n\\]*))*"
+)
+_KEY_SPAN = 64_000  # far longer than any key block: an END further on is another's
+
+
+def key_blocks(text: str) -> list[Span]:
+    """Private-key blocks, BEGIN to END (or to the end of the key's lines), found in
+    one pass: each END is searched for once, however many BEGINs there are."""
+    blocks: list[Span] = []
+    end: re.Match[str] | None = None
+    no_end_after = len(text) + 1  # no END anywhere from here on: never searched again
+    covered = 0
+    for begin in _KEY_BEGIN.finditer(text):
+        if begin.start() < covered:
+            continue
+        if end is not None and end.start() < begin.end():
+            end = None
+        if end is None and begin.end() < no_end_after:
+            end = _KEY_END.search(text, begin.end())
+            if end is None:
+                no_end_after = begin.end()
+        if end is not None and end.start() - begin.end() <= _KEY_SPAN:
+            stop = end.end()
+        else:
+            stop = _KEY_LINES.match(text, begin.end()).end()
+        blocks.append((begin.start(), stop, "private-key"))
+        covered = stop
+    return blocks
+
+
+# PuTTY's key file format (the PuTTY manual, appendix C "PPK file format"): a header
+# line, then `Public-Lines`, `Private-Lines` and `Private-MAC`. Everything from the
+# header to the MAC is taken: the private lines are the key, the MAC checks them.
+_PUTTY = re.compile(r"PuTTY-User-Key-File-\d{1,2}:")
+_PUTTY_END = re.compile(r"Private-MAC:[ \t]*[0-9A-Fa-f]{16,128}")
+_PUTTY_SPAN = 16_000
+
+
+def putty_keys(text: str) -> list[Span]:
+    spans: list[Span] = []
+    covered = 0
+    for begin in _PUTTY.finditer(text):
+        if begin.start() < covered:
+            continue
+        end = _PUTTY_END.search(text, begin.end(), begin.end() + _PUTTY_SPAN)
+        stop = end.end() if end else _lines_after(text, begin.end())
+        spans.append((begin.start(), stop, "private-key"))
+        covered = stop
+    return spans
+
+
+_PUTTY_LINES = re.compile(r"[^\n]*(?:\r?\n[ \t>]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]{3,20}:[^\n]*))*")
+
+
+def _lines_after(text: str, at: int) -> int:
+    return _PUTTY_LINES.match(text, at, at + _PUTTY_SPAN).end()
+
+
+# A run of base64 long enough to carry a credential. Its decoded text is scanned with
+# every rule (one level deep); a finding there redacts the whole run.
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,65536}={0,2}")
+_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e]*")
+
+
+def encoded(text: str, find: Callable[[str], list[Span]]) -> list[Span]:
+    """Base64 runs whose decoded text holds a secret (`find` on the decoded text)."""
+    spans: list[Span] = []
+    for match in _BASE64_RUN.finditer(text):
+        decoded = _decoded_text(match.group(0))
+        if decoded is None:
+            continue
+        if found := find(decoded):
+            spans.append((match.start(), match.end(), f"base64-{found[0][2]}"))
+        elif _user_password(decoded):  # Basic auth's and Docker's `auth`: user:password
+            spans.append((match.start(), match.end(), "base64-password"))
+    return spans
+
+
+def _user_password(decoded: str) -> bool:
+    user, colon, password = decoded.partition(":")
+    return (
+        bool(colon)
+        and 0 < len(user) <= 64
+        and not re.search(r"[\s:]", user + password)
+        and _generated(password)
+        and not PLACEHOLDERS.search(password)
+    )
+
+
+def _decoded_text(run: str) -> str | None:
+    """`run` decoded from base64 (standard or URL-safe) when that gives printable
+    ASCII text of some length, else None (images, hashes, binary)."""
+    core = run.rstrip("=")
+    if len(core) % 4 == 1:
+        return None
+    alphabet = base64.urlsafe_b64decode if ("-" in core or "_" in core) else base64.b64decode
+    try:
+        raw = alphabet(core + "=" * (-len(core) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < 16:
+        return None
+    try:
+        decoded = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if _PRINTABLE.fullmatch(decoded) is None or not re.search(r"[ :=\n-]", decoded):
+        return None
+    return decoded
+
+
+# ------------------------------------------------------------------ where it sits
+
+# `Authorization: <scheme> <credentials>` (RFC 9110, section 11.6.2), also as
+# `-H "Authorization: ..."` in curl, `'Authorization': '...'` in code, and
+# `Proxy-Authorization`. The credentials are replaced, whatever the scheme.
+_AUTH_HEADER = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?:(?:bearer|basic|token|bot|digest|negotiate|ntlm|apikey|api-key|key|sso-key|hmac|otp"
+    r"|gitlab-ci-token|aws4-hmac-sha256|splunk|ssws|klaviyo-api-key|dsn|zoho-oauthtoken)"
+    r"[ \t]+)?([^\s\"'`]{8,4096}(?:[ \t]*,[ \t]*[A-Za-z]+=[^\s\"'`,]{1,512}){0,12})"
+)
+
+
+def auth_headers(text: str) -> list[Span]:
+    spans = []
+    for match in _AUTH_HEADER.finditer(text):
+        value = match.group(1)
+        if PLACEHOLDERS.search(value) or _CODE_VALUE.search(value) or _example_basic(value):
+            continue
+        spans.append((*match.span(1), "authorization"))
+    return spans
+
+
+# `scheme://user:password@host` for any scheme (RFC 3986 userinfo): redis, amqp,
+# mongodb+srv, postgres, mysql, https, ftp, smtp, ldap, ... The password is replaced;
+# so is a user part that is itself a token (`https://<token>@host`).
+_URL_USERINFO = re.compile(
+    r"(?i)\b[a-z][a-z0-9+.-]{0,30}://([^\s:/?#@\"'<>\\\[\]]{0,256}):"
+    r"([^\s/?#@\"'<>\\]{1,512})@(?=[A-Za-z0-9\[])"
+)
+_URL_TOKEN_USER = re.compile(
+    r"(?i)\b[a-z][a-z0-9+.-]{0,30}://([A-Za-z0-9_.~-]{24,256})@(?=[A-Za-z0-9\[])"
+)
+
+
+def url_credentials(text: str) -> list[Span]:
+    spans = []
+    for match in _URL_USERINFO.finditer(text):
+        if not PLACEHOLDERS.search(match.group(2)):
+            spans.append((*match.span(2), "url-password"))
+    for match in _URL_TOKEN_USER.finditer(text):
+        user = match.group(1)
+        if _generated(user) and not PLACEHOLDERS.search(user):
+            spans.append((*match.span(1), "url-token"))
+    return spans
+
+
+# NAME = value / "name": "value" / name: value / --name value / <name>value</name>,
+# where the name says it is secret: the name is matched whole and bounded (no
+# backtracking over runs of name characters), then checked for a secret word in
+# Python; the value only is replaced. Quoted values may hold any character but the
+# quote; bare ones run to white space or punctuation that ends a value.
+_VALUE = (
+    r"(?:\"([^\"\n]{6,400})\"|'([^'\n]{6,400})'"
+    r"|`?(?!\[redacted:)([^\s\"'`,;<>(){}\[\]@]{6,400}+)(?![(\[@]))"
+)
+_ASSIGNED = re.compile(  # a lookahead, so that `used: DB_PASSWORD=…` is seen at both names
+    r"(?<![A-Za-z0-9_.$-])(?=([A-Za-z0-9_.-]{1,64})[\"']?[ \t]*(?::=|=>|=|:)[ \t]*" + _VALUE + ")"
+)
+_FLAG = re.compile(r"(?<![A-Za-z0-9_-])--([A-Za-z0-9][A-Za-z0-9_-]{1,63})(?:=|[ \t]+)" + _VALUE)
+_XML_ELEMENT = re.compile(r"<([A-Za-z][A-Za-z0-9_.:-]{0,63})>([^<>\n]{6,400})</\1>")
+# `.netrc` (GNU inetutils' netrc(5)): `machine h login u password p`, on one line or several.
+_NETRC = re.compile(
+    r"(?i)\b(?:login|user)[\s+>]{1,64}\S{1,256}[\s+>]{1,64}password[ \t]{1,64}(\S{4,400})"
+)
+# PostgreSQL's password file (docs, "The Password File"): host:port:database:user:password.
+_PGPASS = re.compile(
+    r"(?<![A-Za-z0-9_.*:@-])[A-Za-z0-9_.*-]{1,253}:(?:[0-9]{1,5}|\*):[^:\s/@]{1,64}:"
+    r"[^:\s/@]{1,64}:([^:\s]{6,400})(?![^\s])"
+)
+# Dockerfile's older `ENV NAME value` form (Dockerfile reference, ENV).
+_DOCKER_ENV = re.compile(
+    r"(?<![A-Za-z0-9_])ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+([^\s=\"'`]{6,400})"
+)
+# A command given the credential as its argument: `cargo login <token>`, `snyk auth
+# <token>`, `ngrok config add-authtoken <token>`, `bitcoin-cli importprivkey <key>`.
+_COMMAND_ARG = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])(?:login|auth|authtoken|add-authtoken|importprivkey|set[ \t]+token)"
+    r"[ \t]+([A-Za-z0-9_.~+/=-]{16,400})(?![A-Za-z0-9_.~+/=-])"
+)
+# `auth=("user", "password")`: requests' and httpx's basic-auth tuples.
+_AUTH_TUPLE = re.compile(
+    r"\bauth\s*=\s*\(\s*['\"][^'\"\n]{1,200}['\"]\s*,\s*['\"]([^'\"\n]{6,400})['\"]\s*\)"
+)
+# Query parameters that carry a credential: SAS and signed URLs' `sig`/`Signature`,
+# Azure Functions' `code`, OAuth's `access_token`, `key`, `token`, `password`.
+_QUERY = re.compile(
+    r"(?i)[?&](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token|code|key|api_?key|token|access_token|refresh_token|id_token|auth|password|passwd|secret|client_secret)=([^&\s#\"'<>]{16,2048})"
+)
+
+_SECRET_WORD = re.compile(
+    r"(?i)(?:^|[_.-])(?:password|passwd|passphrase|pwd|pass|secret|secrets|token|tokens"
+    r"|api[_-]?key|apikey|api[_-]?token|access[_-]?key|secret[_-]?key|private[_-]?key"
+    r"|client[_-]?secret|authtoken|authkey|auth[_-]?key|credentials?|creds|bearer|sas|dsn"
+    r"|pat|app[_-]?key|master[_-]?key|account[_-]?key|sdk[_-]?key|server[_-]?key"
+    r"|insert[_-]?key|signing[_-]?key|encryption[_-]?key"
+    r"|connection[_-]?string|conn[_-]?str)(?:$|[_.-])"
+)
+# Names that mention a secret but hold something else: where it is, what it is called,
+# how long it lives.
+_NOT_SECRET_NAME = re.compile(
+    r"(?i)(?:^|[_.-])(?:file|path|dir|url|uri|endpoint|stdin|env|name|names|type|length|len"
+    r"|size|count|id|ids|header|prefix|suffix|format|mode|policy|required|expires?|expiry"
+    r"|expiration|ttl|timeout|hint|field|param|var|variable|ref|source|store|provider|method"
+    r"|scheme|version|hash|hashed|digest|algorithm|alg|fingerprint|pattern|regex|label"
+    r"|description|help|limit|max|min|enabled|disabled|required|optional|public|pub|location"
+    r"|region|host|port|user|username|email|login|account|scope|scopes|rotation|keyring)$"
+)
+# A value that is code, a reference or prose rather than the secret itself.
+_CODE_VALUE = re.compile(
+    r"(?i:^(?:[~./\\]|[a-z][a-z0-9+.-]*://(?![^/@]+@)|\$|%|&|\*|@|!|\?|=|#|\+|-|\d{1,6}$"
+    r"|(?:true|false|null|none|nil|undefined|yes|no|on|off|string|str|bytes|bool|boolean"
+    r"|int|integer|number|float|object|dict|list|any|optional|required|env|secret|hidden"
+    r"|masked|empty|unset|default|todo|tbd|n/a|na|test|testing|debug)$))"
+    r"|^[A-Za-z_]+(?:\.[A-Za-z_]+)+$"  # settings.TOKEN, os.environ
+    r"|^[A-Za-z_][A-Za-z0-9_.]*(?:\[|\()"  # call or subscript
+    r"|^[a-z]+(?:[_-][a-z]+)*$"  # lower-case words: a name, not a value
+    r"|^(?:[A-Z]{2,})?[A-Z]?[a-z]{2,}(?:[A-Z][a-z]+)*(?:[A-Z]{2,})?$"  # CamelCase: a type
+    r"|^[A-Z]+(?:_[A-Z]+)+$"  # CONSTANT_NAME: another variable
+)
+
+
+def assignments(text: str) -> list[Span]:
+    spans = []
+    for pattern in (_ASSIGNED, _FLAG):
+        for match in pattern.finditer(text):
+            group = next(g for g in (2, 3, 4) if match.group(g) is not None)
+            if _secret_name(match.group(1)) and _a_value(match.group(group), match.group(1)):
+                spans.append((*match.span(group), "secret"))
+    for match in _XML_ELEMENT.finditer(text):
+        if _secret_name(match.group(1)) and _a_value(match.group(2), match.group(1)):
+            spans.append((*match.span(2), "secret"))
+    for pattern in (_NETRC, _PGPASS, _AUTH_TUPLE):
+        for match in pattern.finditer(text):
+            value = match.group(1)
+            strict = pattern is not _NETRC  # a bare tuple or line: only a generated value
+            if _a_value(value, "password") and (
+                not strict or (_generated(value) and len(value) >= 10)
+            ):
+                spans.append((*match.span(1), "secret"))
+    for match in _DOCKER_ENV.finditer(text):
+        if _secret_name(match.group(1)) and _a_value(match.group(2), match.group(1)):
+            spans.append((*match.span(2), "secret"))
+    for pattern in (_COMMAND_ARG, _QUERY):
+        for match in pattern.finditer(text):
+            value = match.group(1)
+            if _generated(value) and not PLACEHOLDERS.search(value):
+                spans.append((*match.span(1), "secret"))
+    return spans
+
+
+def _secret_name(name: str) -> bool:
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip("-"))  # accessToken: access_Token
+    return bool(_SECRET_WORD.search(words)) and not _NOT_SECRET_NAME.search(words)
+
+
+def _a_value(value: str, name: str) -> bool:
+    value = value.strip()
+    if len(value) < 6 or PLACEHOLDERS.search(value) or _CODE_VALUE.search(value):
+        return False
+    if value.lower() == name.lower().strip("-") or _example_basic(value):
+        return False
+    return " " not in value or (_generated(value) and bool(re.search(r"\d", value)))
+
+
+def _example_basic(value: str) -> bool:
+    """`Basic <base64 of user:password>` (or the base64 alone) whose password is an
+    example (`user:pass`)."""
+    encoded_part = value.rsplit(" ", 1)[-1]
+    decoded = _decoded_text(encoded_part) if len(encoded_part) >= 8 else None
+    if decoded is None:
+        try:
+            decoded = base64.b64decode(encoded_part + "=" * (-len(encoded_part) % 4)).decode()
+        except (binascii.Error, ValueError):
+            return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon) and bool(
+        PLACEHOLDERS.search(password) or PLACEHOLDERS.search(user + password)
+    )
+
+
+def _generated(value: str) -> bool:
+    """Whether `value` looks machine-made: letters and digits mixed, or letters whose
+    case changes often (`hKqPzRwVt`), not words."""
+    if re.search(r"\d", value) and re.search(r"[A-Za-z]", value):
+        return True
+    letters = re.sub(r"[^A-Za-z]", "", value)
+    changes = sum(a.islower() != b.islower() for a, b in itertools.pairwise(letters))
+    return len(letters) >= 12 and changes >= len(letters) * 0.35
+
+
+# An AWS secret access key in prose ("the aws secret key is …"): 40 characters of
+# base64 within a short distance after words that name it (AWS's "Managing access keys":
+# the secret access key is 40 characters). With no such words, 40 characters of base64
+# are as likely a hash or a path.
+_AWS_PROSE = re.compile(
+    r"(?i)\b(?:aws|amazon|iam)\b[^\n]{0,40}?\bsecret\b[^\n]{0,60}?"
+    r"(?<![A-Za-z0-9/+=])([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+
+
+# A credential named in a sentence: "the root password on staging is now <value>",
+# "I set the API token to <value>". The value must look generated and mix cases (a
+# commit hash or a checksum, lower-case hex, does not count).
+_NAMED_IN_PROSE = re.compile(
+    r"(?i)\b(?:password|passphrase|passwd|secret|token|api[ _-]?key|access[ _-]?key"
+    r"|credentials?)\b[^\n.!?;`]{0,48}?(?<![A-Za-z0-9_./+=-])([A-Za-z0-9_./+=~-]{12,200})"
+    r"(?![A-Za-z0-9_./+=~-])"
+)
+
+
+def prose(text: str) -> list[Span]:
+    spans = []
+    for match in _AWS_PROSE.finditer(text):
+        value = match.group(1)
+        if _generated(value) and not PLACEHOLDERS.search(value):
+            spans.append((*match.span(1), "aws-secret-key"))
+    for match in _NAMED_IN_PROSE.finditer(text):
+        value = match.group(1)
+        if (
+            _mixed_case_token(value)
+            and not PLACEHOLDERS.search(value)
+            and not _CODE_VALUE.search(value)
+        ):
+            spans.append((*match.span(1), "secret"))
+    return spans
+
+
+def _mixed_case_token(value: str) -> bool:
+    """Upper and lower case letters and digits, not a path: a generated token."""
+    mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value) and re.search(r"\d", value)
+    return bool(mixed) and value.count("/") < 2 and _generated(value)
+
+
+def own_spans(text: str) -> list[Span]:
+    """Every span the rules of this module find (`encoded` is applied by the caller,
+    which scans decoded text with the library too)."""
+    return (
+        key_blocks(text)
+        + putty_keys(text)
+        + secret_formats.tokens(text)
+        + auth_headers(text)
+        + url_credentials(text)
+        + assignments(text)
+        + prose(text)
+        + secret_formats.wif_keys(text)
+    )
