@@ -490,6 +490,7 @@ def test_a_snapshot_made_with_older_rules_is_clean_after_one_update(github, work
     before = run("audit-secrets", "--store", str(store), "--json")
 
     assert before.exit_code == 1, before.output
+    assert before.stdout.startswith("{"), before.output
     found = json.loads(before.stdout)
     assert found["found"] >= 3 and "huggingface-token" in found["kinds"]
     assert {f["handle"] for f in found["findings"]} >= {"octo/hello#1"}
@@ -503,7 +504,8 @@ def test_a_snapshot_made_with_older_rules_is_clean_after_one_update(github, work
     after = run("audit-secrets", "--store", str(store))
     assert after.exit_code == 0, after.output
     assert after.stdout.startswith("no secrets found in ")
-    blobs = b"".join(p.read_bytes() for p in store.rglob("*") if p.is_file())
+    assert run("pull", "--store", str(store), "--dest", str(isolated / "newest")).exit_code == 0
+    blobs = b"".join(p.read_bytes() for p in (isolated / "newest").rglob("*") if p.is_file())
     for value in (hf, "Zq8" * 12, label["name"][6:]):
         assert value.encode() not in blobs
     local = run("audit-secrets", "--snapshot", str(workdir))

@@ -146,7 +146,7 @@ def _lance_values(folder: Path) -> Iterator[tuple[str, str | None, str]]:
         if not strings:
             continue
         has_handle = "handle" in strings
-        for batch in table.to_lance().to_batches(columns=strings, batch_size=_BATCH):
+        for batch in table.to_arrow().select(strings).to_batches(_BATCH):
             columns = {c: batch.column(c).to_pylist() for c in strings}
             handles = columns["handle"] if has_handle else [None] * batch.num_rows
             for column in strings:
