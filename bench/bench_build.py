@@ -34,7 +34,9 @@ from ghindex.progress import Progress
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
 
-DEFAULT_CORPUS = "/work/shared/eval/httpx-changelog/corpus.jsonl"
+DEFAULT_CORPUS = str(
+    Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog" / "corpus.jsonl"
+)
 REPO = "bench/httpx"
 EMPTY_PAGE = {"endCursor": None, "hasNextPage": False}
 FALLBACK_TIME = "2025-01-01T00:00:00Z"  # a few corpus records (docs) carry no dates

@@ -43,7 +43,7 @@ from ghindex.index.onnx_encoder import build_encoder
 from ghindex.query.search import Filters, Searcher
 from ghindex.state.database import open_state
 
-EVAL = Path("/work/shared/eval/httpx-changelog")
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog"
 CACHE = Path(__file__).resolve().parent / ".cache"
 REPOS = ("encode/httpx", "encode/httpcore", "encode/starlette", "encode/uvicorn")
 LABELS = ("bug", "enhancement", "docs", "question", "http/2", "refactor", "tests", "ci")

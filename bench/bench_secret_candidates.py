@@ -584,8 +584,10 @@ def main() -> None:
                 hits = false_alarms(finders[name], docs)
                 listings[corpus_name][name] = hits
                 touched = len({h[0] for h in hits})
-                cells.append(f"{len(hits)} in {touched} docs: {1000 * len(hits) / len(docs):.1f}"
-                             f" / {1000 * touched / len(docs):.1f}")  # fmt: skip
+                cells.append(
+                    f"{len(hits)} in {touched} docs: {1000 * len(hits) / len(docs):.1f}"
+                    f" / {1000 * touched / len(docs):.1f}"
+                )
             print(f"| {name} | " + " | ".join(cells) + " |")
         print()
         for corpus_name, by_name in listings.items():
@@ -603,10 +605,13 @@ def main() -> None:
     if "speed" not in skip and ready:
         print("## speed and cost\n")
         texts = {c: [text_of(d) for d in documents(args.eval, c)] for c in SPEED_CORPORA}
-        print("| candidate | " + " | ".join(f"{c} docs/s" for c in SPEED_CORPORA)
-              + " | 4 threads docs/s (httpx) | same results threaded | import s"
-                " | init s cold | init s warm | RSS after init MB (delta)"
-                " | offsets with non-ASCII |")  # fmt: skip
+        print(
+            "| candidate | "
+            + " | ".join(f"{c} docs/s" for c in SPEED_CORPORA)
+            + " | 4 threads docs/s (httpx) | same results threaded | import s"
+            " | init s cold | init s warm | RSS after init MB (delta)"
+            " | offsets with non-ASCII |"
+        )
         print("|---|" + "---:|" * (len(SPEED_CORPORA) + 6) + "---|")
         for name in ready:
             rates = [throughput(finders[name], texts[c], args.rounds) for c in SPEED_CORPORA]
@@ -617,12 +622,15 @@ def main() -> None:
             cold, warm = (cold or [{}])[0], (warm or [{}])[0]
             if "error" in warm:
                 print(f"<!-- {name} probe: {warm['error']} -->")
-            print(f"| {name} | " + " | ".join(f"{r:.0f}" for r in rates)
-                  + f" | {rate4:.0f} | {'yes' if same else 'NO'}"
-                  f" | {cold.get('import_s', 0):.2f} | {cold.get('init_s', 0):.2f}"
-                  f" | {warm.get('init_s', 0):.2f}"
-                  f" | {warm.get('rss_mb', 0):.0f} ({warm.get('rss_delta_mb', 0):+.0f})"
-                  f" | {offsets_check(finders[name])} |")  # fmt: skip
+            print(
+                f"| {name} | "
+                + " | ".join(f"{r:.0f}" for r in rates)
+                + f" | {rate4:.0f} | {'yes' if same else 'NO'}"
+                f" | {cold.get('import_s', 0):.2f} | {cold.get('init_s', 0):.2f}"
+                f" | {warm.get('init_s', 0):.2f}"
+                f" | {warm.get('rss_mb', 0):.0f} ({warm.get('rss_delta_mb', 0):+.0f})"
+                f" | {offsets_check(finders[name])} |"
+            )
         print()
 
     if "hostile" not in skip and ready:

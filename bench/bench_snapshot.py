@@ -57,7 +57,9 @@ atexit.register(peak)
 sys.argv[0] = "ghindex"
 cli()
 """
-CORPUS = Path("/work/shared/eval/httpx-changelog/corpus.jsonl")
+CORPUS = (
+    Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog" / "corpus.jsonl"
+)
 
 
 def texts(corpus: Path) -> list[str]:

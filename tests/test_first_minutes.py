@@ -171,7 +171,19 @@ def test_only_commands_that_write_nothing_end_without_teardown():
     from ghindex.cli import QUICK_EXIT, cli
 
     assert set(cli.commands) >= QUICK_EXIT
-    writers = {"fetch", "build", "merge", "demo", "publish", "pull", "update", "gc", "export",
-               "report", "serve", "audit-secrets"}  # fmt: skip
+    writers = {
+        "fetch",
+        "build",
+        "merge",
+        "demo",
+        "publish",
+        "pull",
+        "update",
+        "gc",
+        "export",
+        "report",
+        "serve",
+        "audit-secrets",
+    }
     assert not QUICK_EXIT & writers
     assert set(cli.commands) == QUICK_EXIT | writers  # a new command is placed on purpose

@@ -50,8 +50,18 @@ _SHORTEST = 8  # no credential any rule finds is shorter
 # Every other string column, and every string in a list or JSON column, is.
 NEVER_SCANNED: dict[str, frozenset[str]] = {
     "*": frozenset(
-        {"repo", "node_id", "state", "state_reason", "author_type", "author_association",
-         "parent_type", "commit_oid", "original_commit_oid", "thread_id"}
+        {
+            "repo",
+            "node_id",
+            "state",
+            "state_reason",
+            "author_type",
+            "author_association",
+            "parent_type",
+            "commit_oid",
+            "original_commit_oid",
+            "thread_id",
+        }
     ),
     "repos": frozenset({"handle", "owner", "name"}),
     "commits": frozenset({"sha", "parents"}),
@@ -64,7 +74,7 @@ NEVER_SCANNED: dict[str, frozenset[str]] = {
     "sync_state": frozenset({"surface", "cursor"}),
     "ghindex_meta": frozenset({"key", "value"}),
     "schema_migrations": frozenset({"name"}),
-}  # fmt: skip
+}
 
 _tally: ContextVar[Counter[str] | None] = ContextVar("ghindex_redactions", default=None)
 _enabled: ContextVar[bool] = ContextVar("ghindex_redaction_enabled", default=True)

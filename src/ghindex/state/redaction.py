@@ -182,8 +182,9 @@ def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> 
 def _rewrite(con: duckdb.DuckDBPyConnection, table: str, updates: list) -> None:
     """Replace the rows `updates` names ((rowid, new values)) with their new values."""
     ids = [rowid for rowid, _ in updates]
-    whole = con.execute(f"SELECT rowid AS _rid, * FROM {table} WHERE list_contains(?, rowid)",
-                        [ids]).to_arrow_table()  # fmt: skip
+    whole = con.execute(
+        f"SELECT rowid AS _rid, * FROM {table} WHERE list_contains(?, rowid)", [ids]
+    ).to_arrow_table()
     by_id = dict(updates)
     rows = []
     for row in whole.to_pylist():
