@@ -48,7 +48,7 @@ _PROVIDER: list[tuple[str, re.Pattern[str]]] = [
     ),
     # A Google service account key file's `private_key_id` (Google Cloud, "Create and
     # delete service account keys": the JSON key file's fields).
-    ("gcp-key-id", re.compile(r"(?<=\"private_key_id\")\s*:\s*\"([a-f0-9]{40})\"")),
+    ("gcp-key-id", re.compile(r"\"private_key_id\"\s*:\s*\"([a-f0-9]{40})\"")),
     # OpenAI project, service-account and admin keys (OpenAI API reference,
     # "Authentication"): the library wants the `T3BlbkFJ` marker of the older keys.
     ("openai-key", re.compile(r"(?<![A-Za-z0-9_-])sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}")),
@@ -187,11 +187,32 @@ _PROVIDER: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# A pattern that starts with a literal is found about 40 times faster by Python's `re`
+# than one that starts with a look-behind, which runs at every position. So a leading
+# `(?<![...])` is taken off each pattern and checked on the character before a match.
+_LEADING_GUARD = re.compile(r"^\(\?<!\[((?:\\.|[^\]])*)\]\)")
+
+
+def _fast(pattern: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    guard = _LEADING_GUARD.match(pattern.pattern)
+    if guard is None:
+        return pattern, None
+    rest = pattern.pattern[guard.end() :]
+    return re.compile(rest, pattern.flags), re.compile(f"[{guard.group(1)}]", pattern.flags)
+
+
+_SEARCHES = [(kind, *_fast(pattern)) for kind, pattern in [("jwt", _JWT), *_PROVIDER]]
+
+
 def tokens(text: str) -> list[Span]:
-    spans = [(m.start(), m.end(), "jwt") for m in _JWT.finditer(text)]
-    for kind, pattern in _PROVIDER:
+    spans = []
+    for kind, pattern, not_after in _SEARCHES:
         group = 1 if pattern.groups else 0
-        spans += [(*m.span(group), kind) for m in pattern.finditer(text)]
+        for match in pattern.finditer(text):
+            at = match.start()
+            if not_after is not None and at and not_after.match(text, at - 1):
+                continue
+            spans.append((*match.span(group), kind))
     return spans
 
 

@@ -162,6 +162,18 @@ def _decoded_text(run: str) -> str | None:
 
 # ------------------------------------------------------------------ where it sits
 
+# Words a pattern cannot match without (lower case). A text with none of them is not
+# searched with that pattern at all: a substring test is far cheaper than a regex pass.
+_NEEDLES: dict[re.Pattern[str], tuple[str, ...]] = {}
+
+
+def _finditer(pattern: re.Pattern[str], text: str, lower: str):
+    needles = _NEEDLES.get(pattern)
+    if needles and not any(n in lower for n in needles):
+        return iter(())
+    return pattern.finditer(text)
+
+
 # `Authorization: <scheme> <credentials>` (RFC 9110, section 11.6.2), also as
 # `-H "Authorization: ..."` in curl, `'Authorization': '...'` in code, and
 # `Proxy-Authorization`. The credentials are replaced, whatever the scheme.
@@ -175,7 +187,8 @@ _AUTH_HEADER = re.compile(
 
 def auth_headers(text: str) -> list[Span]:
     spans = []
-    for match in _AUTH_HEADER.finditer(text):
+    lower = text.lower()
+    for match in _finditer(_AUTH_HEADER, text, lower):
         value = match.group(1)
         if PLACEHOLDERS.search(value) or _CODE_VALUE.search(value) or _example_basic(value):
             continue
@@ -197,10 +210,11 @@ _URL_TOKEN_USER = re.compile(
 
 def url_credentials(text: str) -> list[Span]:
     spans = []
-    for match in _URL_USERINFO.finditer(text):
+    lower = text.lower()
+    for match in _finditer(_URL_USERINFO, text, lower):
         if not PLACEHOLDERS.search(match.group(2)):
             spans.append((*match.span(2), "url-password"))
-    for match in _URL_TOKEN_USER.finditer(text):
+    for match in _finditer(_URL_TOKEN_USER, text, lower):
         user = match.group(1)
         if _generated(user) and not PLACEHOLDERS.search(user):
             spans.append((*match.span(1), "url-token"))
@@ -284,27 +298,28 @@ _CODE_VALUE = re.compile(
 
 def assignments(text: str) -> list[Span]:
     spans = []
+    lower = text.lower()
     for pattern in (_ASSIGNED, _FLAG):
-        for match in pattern.finditer(text):
+        for match in _finditer(pattern, text, lower):
             group = next(g for g in (2, 3, 4) if match.group(g) is not None)
             if _secret_name(match.group(1)) and _a_value(match.group(group), match.group(1)):
                 spans.append((*match.span(group), "secret"))
-    for match in _XML_ELEMENT.finditer(text):
+    for match in _finditer(_XML_ELEMENT, text, lower):
         if _secret_name(match.group(1)) and _a_value(match.group(2), match.group(1)):
             spans.append((*match.span(2), "secret"))
     for pattern in (_NETRC, _PGPASS, _AUTH_TUPLE):
-        for match in pattern.finditer(text):
+        for match in _finditer(pattern, text, lower):
             value = match.group(1)
             strict = pattern is not _NETRC  # a bare tuple or line: only a generated value
             if _a_value(value, "password") and (
                 not strict or (_generated(value) and len(value) >= 10)
             ):
                 spans.append((*match.span(1), "secret"))
-    for match in _DOCKER_ENV.finditer(text):
+    for match in _finditer(_DOCKER_ENV, text, lower):
         if _secret_name(match.group(1)) and _a_value(match.group(2), match.group(1)):
             spans.append((*match.span(2), "secret"))
     for pattern in (_COMMAND_ARG, _QUERY):
-        for match in pattern.finditer(text):
+        for match in _finditer(pattern, text, lower):
             value = match.group(1)
             if _generated(value) and not PLACEHOLDERS.search(value):
                 spans.append((*match.span(1), "secret"))
@@ -373,11 +388,12 @@ _NAMED_IN_PROSE = re.compile(
 
 def prose(text: str) -> list[Span]:
     spans = []
-    for match in _AWS_PROSE.finditer(text):
+    lower = text.lower()
+    for match in _finditer(_AWS_PROSE, text, lower):
         value = match.group(1)
         if _generated(value) and not PLACEHOLDERS.search(value):
             spans.append((*match.span(1), "aws-secret-key"))
-    for match in _NAMED_IN_PROSE.finditer(text):
+    for match in _finditer(_NAMED_IN_PROSE, text, lower):
         value = match.group(1)
         if (
             _mixed_case_token(value)
@@ -392,6 +408,41 @@ def _mixed_case_token(value: str) -> bool:
     """Upper and lower case letters and digits, not a path: a generated token."""
     mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value) and re.search(r"\d", value)
     return bool(mixed) and value.count("/") < 2 and _generated(value)
+
+
+_SECRET_WORDS = (
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "cred",
+    "bearer",
+    "sas",
+    "dsn",
+    "conn",
+    "pat",
+    "sig",
+)
+_NEEDLES.update(
+    {
+        _AUTH_HEADER: ("authorization",),
+        _URL_USERINFO: ("://",),
+        _URL_TOKEN_USER: ("://",),
+        _ASSIGNED: _SECRET_WORDS,
+        _FLAG: ("--",),
+        _XML_ELEMENT: ("</",),
+        _NETRC: ("password",),
+        _PGPASS: (":",),
+        _AUTH_TUPLE: ("auth",),
+        _DOCKER_ENV: ("env",),
+        _COMMAND_ARG: ("login", "auth", "importprivkey", "token"),
+        _QUERY: ("=",),
+        _AWS_PROSE: ("secret",),
+        _NAMED_IN_PROSE: ("pass", "secret", "token", "key", "cred"),
+    }
+)
 
 
 def own_spans(text: str) -> list[Span]:
