@@ -10,10 +10,12 @@ every string column of the Lance table, the raw bytes of every file, and what `s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import lancedb
+import mcp
 import pytest
 from test_gitsource import Repo
 
@@ -252,6 +254,11 @@ def test_no_secret_survives_anywhere_in_a_built_workdir(github, workdir, run, is
         result = run(*args)
         assert result.exit_code == 0, (args, result.output)
         assert survivors(result.output) == [], args
+    # what every MCP tool answers an agent, in a real client session
+    for tool, arguments in mcp_calls():
+        text = mcp_answer(workdir, tool, arguments)
+        assert survivors(text) == [], tool
+        assert tool in ("status", "related") or "[redacted:" in text, tool  # it held text
     exported = run("export", str(isolated / "export"))
     assert exported.exit_code == 0, exported.output
     dump = b"".join(p.read_bytes() for p in (isolated / "export").rglob("*") if p.is_file())
@@ -265,6 +272,35 @@ def test_no_secret_survives_anywhere_in_a_built_workdir(github, workdir, run, is
     assert status["redaction"]["rules"] == {"github": version, "git": version}
     assert status["redaction"]["redacted"]["github-token"] >= redactions["github-token"]
     assert "github-token" in run("status").stdout
+
+
+def mcp_calls() -> list[tuple[str, dict]]:
+    sql = "SELECT * FROM issues UNION ALL BY NAME SELECT * FROM comments"
+    return [
+        ("search", {"query": "leak", "top_k": 50}),
+        ("search", {"top_k": 50, "sort": "updated_desc"}),
+        ("fetch", {"handles": [f"octo/hello#{n}" for n in range(1, 40)] + ["octo/hello#950"]}),
+        ("context", {"query": "leak pasted by mistake", "max_tokens": 8000}),
+        ("related", {"handle": "octo/hello#950"}),
+        ("sql", {"query": sql, "max_rows": 1000}),
+        ("sql", {"query": "SELECT * FROM commit_files", "max_rows": 1000}),
+        ("status", {}),
+    ]
+
+
+def mcp_answer(workdir: Path, tool: str, arguments: dict) -> str:
+    """The text an MCP client gets for one call on the served `workdir`."""
+    from ghindex.serve import SnapshotHolder, create_server, open_snapshot
+
+    server = create_server(SnapshotHolder(current=open_snapshot(workdir)))
+
+    async def go():
+        async with mcp.Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    result = asyncio.run(go())
+    assert not result.is_error, (tool, result.content[0].text)
+    return result.content[0].text
 
 
 def test_what_github_echoes_in_errors_is_stored_redacted(github, workdir, run):
@@ -616,3 +652,20 @@ def test_redaction_is_idempotent_on_any_text(text):
     once = redact(text)
 
     assert redact(once) == once
+
+
+def test_the_audit_prints_where_with_terminal_controls_made_visible(github, workdir, run, isolated):
+    """A tag is part of a release's handle; one made to move the cursor, write the
+    clipboard (OSC 52) or reverse the line reaches the audit's output escaped."""
+    tag = "v1\x1b]52;c;aGk=\x07\u202e\x1b[2J"
+    token = "hf_" + "MnBvCxZlKjHgFdSaPoIuYtReWqMnBvCxZl"
+    github.add_repo("octo/hello", releases=[release_node(tag, description=f"use {token}")])
+    (isolated / "ghindex.toml").write_text("redact = false\n")
+    assert run("fetch", "--repo", "octo/hello").exit_code == 0
+
+    result = run("audit-secrets")
+
+    assert result.exit_code == 1, result.output
+    assert "huggingface-token" in result.stdout and token not in result.stdout
+    assert "octo/hello@release/v1\\u001b]52;c;aGk=\\u0007\\u202e\\u001b[2J" in result.stdout
+    assert not any(c in result.stdout for c in "\x1b\x07\u202e")

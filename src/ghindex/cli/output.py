@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,17 @@ from ghindex.progress import Progress
 
 if TYPE_CHECKING:  # importing search loads lancedb (over a second): keep it out of --help
     from ghindex.query.search import SearchResponse
+    from ghindex.snapshot.audit import AuditReport
+
+# Characters a terminal acts on instead of showing: C0 controls but tab and newline, DEL,
+# C1 controls (ESC starts OSC 52 clipboard writes, titles, screen clears), and the
+# bidirectional overrides and isolates that reorder what is shown.
+_ACTIVE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as an escape."""
+    return _ACTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -143,3 +155,27 @@ def _post(post: dict[str, Any], what: str = "") -> str:
     when = f" on {post['created_at'][:10]}" if post.get("created_at") else ""
     head = f"--- {what + ' by ' if what else ''}{who}{role}{when}"
     return f"{head}\n{post.get('text') or ''}".rstrip()
+
+
+def audit_text(report: AuditReport) -> list[str]:
+    """An audit for a person: totals, one line per kind, then where each finding is."""
+    from ghindex.snapshot.audit import LISTED
+
+    source = visible(report.source)
+    if not report.found:
+        return [
+            f"no secrets found in {source}: {report.scanned:,} values scanned "
+            f"with rules {report.rules}"
+        ]
+    lines = [
+        f"{report.found:,} secrets found in {source} ({report.scanned:,} values "
+        f"scanned with rules {report.rules}); values are not shown"
+    ]
+    lines += [f"  {kind:<32} {n:>6,}" for kind, n in report.kinds.items()]
+    for finding in report.findings:
+        handle = f" {visible(finding.handle)}" if finding.handle else ""
+        lines.append(f"  {finding.kind}: {finding.where}{handle}")
+    if report.truncated:
+        lines.append(f"  … the first {LISTED:,} listed; the counts cover all")
+    lines.append("to replace them: run `ghindex update` (or fetch and build) and publish again")
+    return lines

@@ -309,8 +309,9 @@ def audit_secrets(obj: Context, store: str | None, snapshot: str | None, as_json
       ghindex audit-secrets --snapshot ./snap
       ghindex audit-secrets --store s3://my-bucket/ghindex --json
     """
+    from ghindex.cli.output import audit_text
     from ghindex.snapshot import Store
-    from ghindex.snapshot.audit import audit, audit_store, summary_lines
+    from ghindex.snapshot.audit import audit, audit_store
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
@@ -322,7 +323,7 @@ def audit_secrets(obj: Context, store: str | None, snapshot: str | None, as_json
     if as_json:
         emit_json(report.as_dict())
     else:
-        for line in summary_lines(report):
+        for line in audit_text(report):
             click.echo(line)
     if report.found:
         raise SystemExit(1)

@@ -9,7 +9,6 @@ of every Lance table, and the manifest. Findings name their kind and where they 
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -111,15 +110,7 @@ def _state_values(path: Path) -> Iterator[tuple[str, str | None, str]]:
             columns = scanned_columns(con, table)
             if not columns:
                 continue
-            has_handle = any(
-                c == "handle"
-                for (c,) in con.execute(
-                    "SELECT column_name FROM information_schema.columns "
-                    "WHERE table_schema = 'main' AND table_name = ?",
-                    [table],
-                ).fetchall()
-            )
-            key = "handle" if has_handle else "NULL"
+            key = "handle" if "handle" in _column_names(con, table) else "NULL"
             names = ", ".join(f'"{c}"::VARCHAR' for c, _ in columns)
             cursor = con.execute(f"SELECT {key}, {names} FROM {table}")
             while rows := cursor.fetchmany(_BATCH):
@@ -131,53 +122,45 @@ def _state_values(path: Path) -> Iterator[tuple[str, str | None, str]]:
         con.close()
 
 
+def _column_names(con, table: str) -> set[str]:
+    return {
+        c
+        for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_name = ?",
+            [table],
+        ).fetchall()
+    }
+
+
 def _lance_values(folder: Path) -> Iterator[tuple[str, str | None, str]]:
+    """Every string, and every string in a list of strings, of every Lance table, read
+    in batches of those columns only (never the vectors)."""
     import lancedb
     import pyarrow as pa
+
+    def text(kind: pa.DataType) -> bool:
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
     db = lancedb.connect(folder)
     for name in db.list_tables().tables:
         table = db.open_table(name)
-        strings = [
+        fields = [
             f.name
             for f in table.schema
-            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            if text(f.type) or (pa.types.is_list(f.type) and text(f.type.value_type))
         ]
-        if not strings:
+        if not fields:
             continue
-        has_handle = "handle" in strings
-        for batch in table.to_arrow().select(strings).to_batches(_BATCH):
-            columns = {c: batch.column(c).to_pylist() for c in strings}
-            handles = columns["handle"] if has_handle else [None] * batch.num_rows
-            for column in strings:
-                for handle, value in zip(handles, columns[column], strict=True):
-                    if value:
-                        yield f"{INDEX_DIR}/{name} {column}", handle, value
-
-
-def summary_lines(report: AuditReport) -> list[str]:
-    """The report for a person: one line of totals, one per kind, then where."""
-    if not report.found:
-        return [
-            f"no secrets found in {report.source}: {report.scanned:,} values scanned "
-            f"with rules {report.rules}"
-        ]
-    lines = [
-        f"{report.found:,} secrets found in {report.source} ({report.scanned:,} values "
-        f"scanned with rules {report.rules}); values are not shown"
-    ]
-    lines += [f"  {kind:<32} {n:>6,}" for kind, n in report.kinds.items()]
-    for finding in report.findings:
-        lines.append(
-            f"  {finding.kind}: {finding.where}" + (f" {finding.handle}" if finding.handle else "")
-        )
-    if report.truncated:
-        lines.append(
-            f"  … the first {LISTED:,} listed; --json lists the same, the counts cover all"
-        )
-    lines.append("to replace them: run `ghindex update` (or fetch and build) and publish again")
-    return lines
-
-
-def as_json(report: AuditReport) -> str:
-    return json.dumps(report.as_dict(), sort_keys=True)
+        batches = table.search().select(fields).limit(None).to_batches(_BATCH)
+        for batch in batches:
+            handles = (
+                batch.column("handle").to_pylist()
+                if "handle" in fields
+                else [None] * batch.num_rows
+            )
+            for column in fields:
+                for handle, value in zip(handles, batch.column(column).to_pylist(), strict=True):
+                    for piece in value if isinstance(value, list) else [value]:
+                        if piece:
+                            yield f"{INDEX_DIR}/{name} {column}", handle, piece
