@@ -92,7 +92,7 @@ def _values(root: Path) -> Iterator[tuple[str, str | None, str]]:
 def _state_values(path: Path) -> Iterator[tuple[str, str | None, str]]:
     import duckdb
 
-    from ghindex.state.redaction import scanned_columns
+    from ghindex.state.redaction import scanned_rows
 
     try:
         con = duckdb.connect(str(path), read_only=True)
@@ -107,17 +107,13 @@ def _state_values(path: Path) -> Iterator[tuple[str, str | None, str]]:
             ).fetchall()
         ]
         for table in tables:
-            columns = scanned_columns(con, table)
-            if not columns:
-                continue
             key = "handle" if "handle" in _column_names(con, table) else "NULL"
-            names = ", ".join(f'"{c}"::VARCHAR' for c, _ in columns)
-            cursor = con.execute(f"SELECT {key}, {names} FROM {table}")
-            while rows := cursor.fetchmany(_BATCH):
-                for handle, *values in rows:
-                    for (column, _), value in zip(columns, values, strict=True):
-                        if value:
-                            yield f"{STATE_FILE} {table}.{column}", handle, value
+            columns, rows = scanned_rows(con, table, key)
+            for handle, values in rows:
+                for (column, _), value in zip(columns, values, strict=True):
+                    for piece in value if isinstance(value, list) else [value]:
+                        if piece:
+                            yield f"{STATE_FILE} {table}.{column}", handle, str(piece)
     finally:
         con.close()
 

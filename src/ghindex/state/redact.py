@@ -206,22 +206,15 @@ def scrub_rows(table: str, rows: Sequence[dict[str, Any]]) -> Sequence[dict[str,
 
 
 def scrub_json(text: str | None) -> str | None:
-    """A JSON document with every string in it redacted (keys too)."""
+    """A JSON document (a run's stats) with every string in it redacted."""
     if not text:
         return text
     try:
         value = json.loads(text)
     except ValueError:
         return redact(text)
-    return json.dumps(_scrub_keys(value), sort_keys=True, default=str)
-
-
-def _scrub_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {redact(str(k)): _scrub_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub_keys(v) for v in value]
-    return redact(value) if isinstance(value, str) else value
+    fresh = redact_value(value)
+    return text if fresh == value else json.dumps(fresh, sort_keys=True, default=str)
 
 
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:

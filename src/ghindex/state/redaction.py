@@ -17,7 +17,9 @@ run compares it with what the settings ask for:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -155,18 +157,38 @@ def primary_key(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return list(row[0]) if row else []
 
 
+def scanned_rows(
+    con: duckdb.DuckDBPyConnection, table: str, key: str = "rowid"
+) -> tuple[list[tuple[str, str]], Iterator[tuple[Any, list[Any]]]]:
+    """The scanned columns of `table` and an iterator over its rows as (`key`, the
+    columns' values), read in batches: memory holds a batch, not the table. Nothing
+    else may run on `con` until the iterator is done."""
+    columns = scanned_columns(con, table)
+
+    def rows() -> Iterator[tuple[Any, list[Any]]]:
+        if not columns:
+            return
+        names = ", ".join(f'"{c}"' for c, _ in columns)
+        cursor = con.execute(f"SELECT {key}, {names} FROM {table}")
+        while batch := cursor.fetchmany(_BATCH):
+            for first, *values in batch:
+                yield first, values
+
+    return columns, rows()
+
+
+_BATCH = 4096
+
+
 def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> int:
     """Redact every scanned column of `tables` where it holds something; rows changed.
-    A row whose key changed (a secret in a label or tag name) replaces any row that
-    already had the redacted key."""
+    Only the changed rows are held in memory. A row whose key changed (a secret in a
+    label or tag name) replaces any row that already had the redacted key."""
     changed = 0
     for table in tables:
-        columns = scanned_columns(con, table)
-        if not columns:
-            continue
-        names = ", ".join(f'"{c}"' for c, _ in columns)
+        columns, rows = scanned_rows(con, table)
         updates = []
-        for rowid, *values in con.execute(f"SELECT rowid, {names} FROM {table}").fetchall():
+        for rowid, values in rows:
             fresh = [
                 redact.scrub_json(v) if kind == "JSON" else redact.redact_value(v)
                 for (_, kind), v in zip(columns, values, strict=True)
@@ -181,19 +203,22 @@ def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> 
 
 def _rewrite(con: duckdb.DuckDBPyConnection, table: str, updates: list) -> None:
     """Replace the rows `updates` names ((rowid, new values)) with their new values."""
-    ids = [rowid for rowid, _ in updates]
-    whole = con.execute(
-        f"SELECT rowid AS _rid, * FROM {table} WHERE list_contains(?, rowid)", [ids]
-    ).to_arrow_table()
-    by_id = dict(updates)
-    rows = []
-    for row in whole.to_pylist():
-        rid = row.pop("_rid")
-        rows.append({**row, **by_id[rid]})
-    key = primary_key(con, table)
-    if key:
-        rows = list({tuple(r[k] for k in key): r for r in rows}.values())
-    con.execute(f"DELETE FROM {table} WHERE list_contains(?, rowid)", [ids])
+    con.register("_changed", pa.table({"rid": [rowid for rowid, _ in updates]}))
+    try:
+        whole = con.sql(
+            f"SELECT rowid AS _rid, * FROM {table} WHERE rowid IN (SELECT rid FROM _changed)"
+        ).to_arrow_table()
+        by_id = dict(updates)
+        rows = []
+        for row in whole.to_pylist():
+            rid = row.pop("_rid")
+            rows.append({**row, **by_id[rid]})
+        key = primary_key(con, table)
+        if key:
+            rows = list({tuple(r[k] for k in key): r for r in rows}.values())
+        con.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rid FROM _changed)")
+    finally:
+        con.unregister("_changed")
     con.register("_redacted", pa.Table.from_pylist(rows, schema=whole.schema.remove(0)))
     try:
         if key:
