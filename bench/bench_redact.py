@@ -1,17 +1,22 @@
-"""Redaction measured: recall per secret format, false alarms on real text, and its cost.
+"""ghindex's redaction measured: recall, false alarms, hostile text, its share of a
+build, and what it costs on a state of N rows.
 
-1. Recall: every format of testkit/secrets_corpus.py (synthetic, seeded) placed in a
-   title, a body, a comment, a diff line, a quoted reply, inline code and in a body
-   long enough to be split into several chunks, through `redact()`: is any sensitive
-   part left?
-2. False alarms: every document of the shared eval corpora (real commits, diffs,
-   docs, releases, issues and pull requests) through `find()`; each span found is
-   listed with its kind and a masked context, to be judged by a reader.
-3. Cost: documents per second of `redact()` over the httpx corpus (median of
-   `--rounds`), side by side with chunking and embedding a sample of the same
-   documents with the packaged model, as a share of a build's time per document.
+Recall, false alarms and throughput use the same corpus, placements and counting as
+`bench/bench_secret_candidates.py` (which compares detector libraries); this script adds
+what only ghindex's own pipeline has:
 
-    python -m bench.bench_redact [--rounds 3] [--embed-sample 60]
+1. Hostile text: seconds `redact()` takes on text written to make regular expressions
+   backtrack.
+2. Share of a build: documents per second of `redact()` over the httpx corpus, side by
+   side with chunking and embedding a sample of the same documents with the packaged
+   model (median of `--rounds`).
+3. Scale (`--scale N`): a state database of N comment rows (real text from the eval
+   corpora, one in 500 carrying a planted credential), each phase in its own process
+   for its peak memory: writing the rows through `rows.insert` (redaction at ingestion),
+   redacting them all again in place (what a newer rules version does), and
+   `audit-secrets` over the result.
+
+    python -m bench.bench_redact [--rounds 3] [--embed-sample 60] [--scale 1000000]
 """
 
 from __future__ import annotations
@@ -19,65 +24,25 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.bench_secret_candidates import (
+    EVAL,
+    documents,
+    false_alarms,
+    recall,
+    text_of,
+    throughput,
+)
 from ghindex.state.redact import find, redact
 from testkit.secrets_corpus import corpus
-
-ROOT = Path(__file__).resolve().parents[1]
-EVAL = ROOT.parent / "shared" / "eval"
-CONTEXTS = {
-    "title": "Leak: {}",
-    "body": "I pasted this by mistake:\n\n{}\n\nSorry about that.",
-    "comment": "> quoting the above\n\nAlso here: {}",
-    "diff line": "+    {}",
-    "inline code": "run it with `{}` please",
-    "chunk boundary": "Intro paragraph. " * 150 + "\n{}\n" + "Outro paragraph. " * 150,
-}
-
-
-def documents(name: str) -> list[dict]:
-    with (EVAL / name / "corpus.jsonl").open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def text_of(doc: dict) -> str:
-    return "\n".join(str(doc.get(k) or "") for k in ("title", "body"))
-
-
-def recall() -> list[tuple[str, int, int]]:
-    rows = []
-    for secret in corpus():
-        placed = found = 0
-        for context, template in CONTEXTS.items():
-            if context == "title" and not secret.one_line:
-                continue
-            lines = secret.snippet.splitlines()
-            text = template.format("\n".join(lines))
-            if context == "diff line":
-                text = "\n".join(template.format(line) for line in lines)
-            out = redact(text)
-            placed += 1
-            found += all(part not in out for part in secret.parts)
-        rows.append((secret.format, placed, found))
-    return rows
-
-
-def false_alarms(name: str) -> tuple[int, list[tuple[str, str, str]]]:
-    docs = documents(name)
-    hits = []
-    for doc in docs:
-        text = text_of(doc)
-        for start, end, kind in find(text):
-            before = text[max(0, start - 40) : start].replace("\n", " ")
-            value = text[start:end]
-            masked = value[:3] + "…" + f"({len(value)} chars)"
-            hits.append((str(doc.get("id")), kind, f"{before}[{masked}]"))
-    return len(docs), hits
-
 
 ADVERSARIAL = {
     "20 KB of dashes": "-" * 20_000,
@@ -86,11 +51,12 @@ ADVERSARIAL = {
     "800 KB of BEGIN lines, no END": "-----BEGIN RSA PRIVATE KEY-----\n" * 25_000,
     "900 KB of `password=`": "password=" * 100_000,
     "1 MB of one base64 run": "A" * 1_000_000,
+    "200 KB of `Authorization: Bearer `": "Authorization: Bearer " * 9_000,
+    "300 KB of `a://b:c@`": "a://b:c@" * 37_500,
 }
 
 
 def adversarial() -> list[tuple[str, float]]:
-    """Seconds `redact()` takes on text written to make regular expressions backtrack."""
     rows = []
     for name, text in ADVERSARIAL.items():
         started = time.perf_counter()
@@ -99,76 +65,177 @@ def adversarial() -> list[tuple[str, float]]:
     return rows
 
 
-def throughput(rounds: int, sample: int) -> dict[str, float]:
-    docs = [text_of(d) for d in documents("httpx-changelog")]
-    timings = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for text in docs:
-            redact(text)
-        timings.append(time.perf_counter() - started)
-    redact_rate = len(docs) / statistics.median(timings)
+def share_of_build(rounds: int, sample: int) -> dict[str, float]:
+    texts = [text_of(d) for d in documents(EVAL, "httpx-changelog")]
+    redact_rate = throughput(redact, texts, rounds)
 
     from ghindex.config import DEFAULT_MODEL
     from ghindex.index.chunking import ChunkSettings, split_markdown
     from ghindex.index.embed import Embedder
 
     embedder = Embedder(DEFAULT_MODEL)
-    step = max(1, len(docs) // sample)
-    chosen = docs[::step][:sample]
-    settings = ChunkSettings()
-    texts = [piece for text in chosen for _path, piece in split_markdown(text, settings)]
-    embedder.encode(texts[:8])  # warm
-    embed_times = []
+    chosen = texts[:: max(1, len(texts) // sample)][:sample]
+    pieces = [piece for text in chosen for _path, piece in split_markdown(text, ChunkSettings())]
+    embedder.encode(pieces[:8])  # warm
+    timings = []
     for _ in range(rounds):
         started = time.perf_counter()
-        embedder.encode(texts)
-        embed_times.append(time.perf_counter() - started)
-    embed_rate = len(chosen) / statistics.median(embed_times)
-    share = (1 / redact_rate) / (1 / redact_rate + 1 / embed_rate)
+        embedder.encode(pieces)
+        timings.append(time.perf_counter() - started)
+    embed_rate = len(chosen) / statistics.median(timings)
     return {
-        "docs": len(docs),
         "redact_docs_per_s": redact_rate,
         "embed_docs_per_s": embed_rate,
-        "embedded_chunks": len(texts),
-        "share_of_build": share,
+        "share_of_build": (1 / redact_rate) / (1 / redact_rate + 1 / embed_rate),
     }
+
+
+# ------------------------------------------------------------------------ scale
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+_PLANT = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"
+
+
+def _texts() -> list[str]:
+    texts = []
+    for name in ("secp256k1-full", "httpx-changelog"):
+        texts += [text_of(d)[:4000] for d in documents(EVAL, name)]
+    return texts
+
+
+def phase(name: str, folder: Path, rows: int) -> dict:
+    """One phase of the scale measurement, run in this (fresh) process."""
+    from ghindex.state import redact as redaction_rules
+    from ghindex.state import redaction
+    from ghindex.state.database import open_state
+    from ghindex.state.rows import insert
+
+    path = folder / "state.duckdb"
+    started = time.perf_counter()
+    result: dict = {}
+    if name == "write":
+        texts = _texts()
+        con = open_state(path)
+        batch = []
+        with redaction_rules.tally() as counts:
+            for n in range(rows):
+                body = texts[n % len(texts)] + (f"\ntoken {_PLANT}" if n % 500 == 0 else "")
+                batch.append(
+                    {
+                        "handle": f"octo/big#{n // 10}/comment/{n}",
+                        "repo": "octo/big",
+                        "number": n,
+                        "created_at": _EPOCH,
+                        "updated_at": _EPOCH,
+                        "fetched_at": _EPOCH,
+                        "parent_handle": f"octo/big#{n // 10}",
+                        "parent_type": "issue",
+                        "author": f"user{n % 997}",
+                        "body": body,
+                        "url": f"https://github.com/octo/big/issues/{n // 10}#issuecomment-{n}",
+                    }
+                )
+                if len(batch) == 5000:
+                    insert(con, "comments", batch)
+                    batch = []
+            insert(con, "comments", batch)
+        result["redacted"] = sum(counts.values())
+        con.close()
+    elif name == "in-place":
+        con = open_state(path)
+        # the stored text as it was before redaction: what a newer rules version meets
+        con.execute(
+            "UPDATE comments SET body = replace(body, '[redacted:huggingface-token]', ?)", [_PLANT]
+        )
+        started = time.perf_counter()
+        result["changed"] = redaction.redact_in_place(con, ("comments",))
+        con.close()
+    elif name == "audit":
+        from ghindex.snapshot.audit import audit
+
+        result["found"] = audit(folder).found
+    result["seconds"] = time.perf_counter() - started
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def scale(rows: int) -> dict[str, dict]:
+    with tempfile.TemporaryDirectory(prefix="ghindex-redact-scale-") as folder:
+        out = {}
+        for name in ("write", "in-place", "audit"):
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.bench_redact",
+                    "--phase",
+                    name,
+                    "--folder",
+                    folder,
+                    "--scale",
+                    str(rows),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--embed-sample", type=int, default=60)
+    parser.add_argument("--scale", type=int, default=0, help="rows of the scale measurement")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, args.folder, args.scale)))
+        return
 
     print(f"# redaction, {platform.node()}, {datetime.now(UTC):%Y-%m-%d}\n")
-    rows = recall()
-    print("| format | placements | redacted |\n|---|---:|---:|")
-    for name, placed, found in rows:
-        print(f"| {name} | {placed} | {found} |")
-    total = sum(p for _, p, _ in rows)
-    hit = sum(f for _, _, f in rows)
-    print(f"\nrecall: {hit}/{total} placements of {len(rows)} formats ({hit / total:.1%})\n")
-
-    for name in ("httpx-changelog", "secp256k1-issues"):
-        count, hits = false_alarms(name)
-        docs_hit = len({h[0] for h in hits})
-        print(f"## {name}: {count} documents, {len(hits)} spans in {docs_hit} documents "
-              f"({1000 * docs_hit / count:.1f} per 1,000 documents)\n")  # fmt: skip
+    rows = recall(find, corpus())
+    placed = sum(p for p, _f, _m in rows.values())
+    found = sum(f for _p, f, _m in rows.values())
+    print(f"recall: {found}/{placed} placements of {len(rows)} formats ({found / placed:.2%})")
+    for name, (_p, _f, missed) in rows.items():
+        if missed:
+            print(f"- {name}: missed in {', '.join(missed)}")
+    for name in ("httpx-changelog", "secp256k1-issues", "secp256k1-full"):
+        docs = documents(EVAL, name)
+        hits = false_alarms(find, docs)
+        touched = len({h[0] for h in hits})
+        print(
+            f"\n{name}: {len(docs)} documents, {len(hits)} spans in {touched} "
+            f"({1000 * touched / len(docs):.1f} per 1,000)"
+        )
         for doc, kind, context in hits:
             print(f"- {doc} `{kind}`: {context}")
-        print()
 
-    print("| hostile text | seconds |\n|---|---:|")
+    print("\n| hostile text | seconds |\n|---|---:|")
     for name, seconds in adversarial():
         print(f"| {name} | {seconds:.2f} |")
-    print()
 
-    cost = throughput(args.rounds, args.embed_sample)
-    print("| redact docs/s | chunk+embed docs/s | share of a build's time per document |")
+    cost = share_of_build(args.rounds, args.embed_sample)
+    print("\n| redact docs/s | chunk+embed docs/s | share of a build's time per document |")
     print("|---:|---:|---:|")
-    print(f"| {cost['redact_docs_per_s']:.0f} | {cost['embed_docs_per_s']:.1f} "
-          f"| {cost['share_of_build']:.2%} |")  # fmt: skip
+    print(
+        f"| {cost['redact_docs_per_s']:.0f} | {cost['embed_docs_per_s']:.1f} "
+        f"| {cost['share_of_build']:.2%} |"
+    )
+
+    if args.scale:
+        figures = scale(args.scale)
+        print(f"\n| {args.scale:,} comment rows | seconds | rows/s | peak RSS MB | result |")
+        print("|---|---:|---:|---:|---|")
+        for name, got in figures.items():
+            extra = {k: v for k, v in got.items() if k not in ("seconds", "peak_rss_mb")}
+            print(
+                f"| {name} | {got['seconds']:.0f} | {args.scale / got['seconds']:,.0f} "
+                f"| {got['peak_rss_mb']:.0f} | {extra} |"
+            )
 
 
 if __name__ == "__main__":

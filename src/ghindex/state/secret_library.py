@@ -31,6 +31,9 @@ _OVERLAP = 16_384
 _DEADLINE_S = 30.0
 
 _lock = threading.Lock()
+# Some rules match a token's known part only (`xoxa-2-<id>` of a longer Slack token, a
+# webhook URL less its last characters): a span runs on to the end of the token.
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=-]*")
 # Kingfisher's invisible findings help validate a visible one; these few are secrets
 # themselves (an AWS secret access key is a helper of its key id).
 _SECRET_HELPER = re.compile(r"secret|security-token|passphrase|ovh-(?:application|consumer)-key")
@@ -74,7 +77,7 @@ def _piece_spans(text: str) -> list[Span]:
         start, end = offsets(location["start_offset"]), offsets(location["end_offset"])
         kind = kinds.get(finding.rule_id) or _kind(finding.rule_id)
         if end > start and not (kind.startswith("generic") and _example(text[start:end])):
-            out.append((start, end, kind))
+            out.append((start, _TOKEN_TAIL.match(text, end).end(), kind))
     return out
 
 
