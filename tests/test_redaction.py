@@ -670,3 +670,19 @@ def test_the_audit_prints_where_with_terminal_controls_made_visible(github, work
     assert "huggingface-token" in result.stdout and token not in result.stdout
     assert "octo/hello@release/v1\\u001b]52;c;aGk=\\u0007\\u202e\\u001b[2J" in result.stdout
     assert not any(c in result.stdout for c in "\x1b\x07\u202e")
+
+
+def test_the_audit_refuses_what_it_cannot_read_in_one_line(run, isolated):
+    (isolated / "empty-store").mkdir()
+    (isolated / "nothing").mkdir()
+
+    empty = run("audit-secrets", "--store", str(isolated / "empty-store"))
+    nothing = run("audit-secrets", "--snapshot", str(isolated / "nothing"))
+    both = run("audit-secrets", "--store", "x", "--snapshot", str(isolated / "nothing"))
+
+    assert empty.exit_code == 1 and "holds no snapshot yet" in empty.stderr
+    assert nothing.exit_code == 1 and "nothing" in nothing.stderr
+    assert both.exit_code == 2 and "not both" in both.stderr
+    for result in (empty, nothing):
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert sorted(p.name for p in isolated.iterdir()) == ["empty-store", "nothing"]

@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from ghindex.errors import GhindexError
+from ghindex.state.secret_values import PLACEHOLDERS
 
 Span = tuple[int, int, str]
 
@@ -83,8 +84,6 @@ def _piece_spans(text: str) -> list[Span]:
 
 def _example(value: str) -> bool:
     """A generic rule's match that is an example value (`pass`, `password123`)."""
-    from ghindex.state.secret_rules import PLACEHOLDERS
-
     return bool(PLACEHOLDERS.search(value))
 
 

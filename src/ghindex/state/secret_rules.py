@@ -22,25 +22,21 @@ the same characters; `bench/bench_redact.py` times hostile text).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import itertools
 import re
 from collections.abc import Callable
 
 from ghindex.state import secret_formats
+from ghindex.state.secret_values import (
+    CODE_VALUE,
+    PLACEHOLDERS,
+    decoded_text,
+    example_basic,
+    generated,
+    mixed_case_token,
+    user_password,
+)
 
 Span = tuple[int, int, str]
-
-# Values that are examples, not credentials: `password="password123"`,
-# `https://user:pass@host`, `secret: xxxxxxxx`. Checked for assigned values and URL
-# passwords, whose formats say nothing else about them.
-PLACEHOLDERS = re.compile(
-    r"(?i)^(?:.{0,3}|(.)\1*|pass|pwd)$|example|placeholder|passw|ssword|secret|dummy|changeme"
-    r"|your|xxx|\*\*\*|\.\.\.|…"
-    r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<|^\$|^%[A-Z_]+%$|^\[[^\]]*\]$"
-    r"|abc123|123456|qwerty|hunter2|letmein|s3cr3t|^mysecret"
-)
 
 # ------------------------------------------------------------------ key material
 
@@ -110,54 +106,20 @@ def _lines_after(text: str, at: int) -> int:
 # A run of base64 long enough to carry a credential. Its decoded text is scanned with
 # every rule (one level deep); a finding there redacts the whole run.
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,65536}={0,2}")
-_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e]*")
 
 
 def encoded(text: str, find: Callable[[str], list[Span]]) -> list[Span]:
     """Base64 runs whose decoded text holds a secret (`find` on the decoded text)."""
     spans: list[Span] = []
     for match in _BASE64_RUN.finditer(text):
-        decoded = _decoded_text(match.group(0))
+        decoded = decoded_text(match.group(0))
         if decoded is None:
             continue
         if found := find(decoded):
             spans.append((match.start(), match.end(), f"base64-{found[0][2]}"))
-        elif _user_password(decoded):  # Basic auth's and Docker's `auth`: user:password
+        elif user_password(decoded):  # Basic auth's and Docker's `auth`: user:password
             spans.append((match.start(), match.end(), "base64-password"))
     return spans
-
-
-def _user_password(decoded: str) -> bool:
-    user, colon, password = decoded.partition(":")
-    return (
-        bool(colon)
-        and 0 < len(user) <= 64
-        and not re.search(r"[\s:]", user + password)
-        and _generated(password)
-        and not PLACEHOLDERS.search(password)
-    )
-
-
-def _decoded_text(run: str) -> str | None:
-    """`run` decoded from base64 (standard or URL-safe) when that gives printable
-    ASCII text of some length, else None (images, hashes, binary)."""
-    core = run.rstrip("=")
-    if len(core) % 4 == 1:
-        return None
-    alphabet = base64.urlsafe_b64decode if ("-" in core or "_" in core) else base64.b64decode
-    try:
-        raw = alphabet(core + "=" * (-len(core) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) < 16:
-        return None
-    try:
-        decoded = raw.decode("ascii")
-    except UnicodeDecodeError:
-        return None
-    if _PRINTABLE.fullmatch(decoded) is None or not re.search(r"[ :=\n-]", decoded):
-        return None
-    return decoded
 
 
 # ------------------------------------------------------------------ where it sits
@@ -190,7 +152,7 @@ def auth_headers(text: str) -> list[Span]:
     lower = text.lower()
     for match in _finditer(_AUTH_HEADER, text, lower):
         value = match.group(1)
-        if PLACEHOLDERS.search(value) or _CODE_VALUE.search(value) or _example_basic(value):
+        if PLACEHOLDERS.search(value) or CODE_VALUE.search(value) or example_basic(value):
             continue
         spans.append((*match.span(1), "authorization"))
     return spans
@@ -216,7 +178,7 @@ def url_credentials(text: str) -> list[Span]:
             spans.append((*match.span(2), "url-password"))
     for match in _finditer(_URL_TOKEN_USER, text, lower):
         user = match.group(1)
-        if _generated(user) and not PLACEHOLDERS.search(user):
+        if generated(user) and not PLACEHOLDERS.search(user):
             spans.append((*match.span(1), "url-token"))
     return spans
 
@@ -282,18 +244,6 @@ _NOT_SECRET_NAME = re.compile(
     r"|description|help|limit|max|min|enabled|disabled|required|optional|public|pub|location"
     r"|region|host|port|user|username|email|login|account|scope|scopes|rotation|keyring)$"
 )
-# A value that is code, a reference or prose rather than the secret itself.
-_CODE_VALUE = re.compile(
-    r"(?i:^(?:[~./\\]|[a-z][a-z0-9+.-]*://(?![^/@]+@)|\$|%|&|\*|@|!|\?|=|#|\+|-|\d{1,6}$"
-    r"|(?:true|false|null|none|nil|undefined|yes|no|on|off|string|str|bytes|bool|boolean"
-    r"|int|integer|number|float|object|dict|list|any|optional|required|env|secret|hidden"
-    r"|masked|empty|unset|default|todo|tbd|n/a|na|test|testing|debug)$))"
-    r"|^[A-Za-z_]+(?:\.[A-Za-z_]+)+$"  # settings.TOKEN, os.environ
-    r"|^[A-Za-z_][A-Za-z0-9_.]*(?:\[|\()"  # call or subscript
-    r"|^[a-z]+(?:[_-][a-z]+)*$"  # lower-case words: a name, not a value
-    r"|^(?:[A-Z]{2,})?[A-Z]?[a-z]{2,}(?:[A-Z][a-z]+)*(?:[A-Z]{2,})?$"  # CamelCase: a type
-    r"|^[A-Z]+(?:_[A-Z]+)+$"  # CONSTANT_NAME: another variable
-)
 
 
 def assignments(text: str) -> list[Span]:
@@ -312,7 +262,7 @@ def assignments(text: str) -> list[Span]:
             value = match.group(1)
             strict = pattern is not _NETRC  # a bare tuple or line: only a generated value
             if _a_value(value, "password") and (
-                not strict or (_generated(value) and len(value) >= 10)
+                not strict or (generated(value) and len(value) >= 10)
             ):
                 spans.append((*match.span(1), "secret"))
     for match in _finditer(_DOCKER_ENV, text, lower):
@@ -321,7 +271,7 @@ def assignments(text: str) -> list[Span]:
     for pattern in (_COMMAND_ARG, _QUERY):
         for match in _finditer(pattern, text, lower):
             value = match.group(1)
-            if _generated(value) and not PLACEHOLDERS.search(value):
+            if generated(value) and not PLACEHOLDERS.search(value):
                 spans.append((*match.span(1), "secret"))
     return spans
 
@@ -333,37 +283,11 @@ def _secret_name(name: str) -> bool:
 
 def _a_value(value: str, name: str) -> bool:
     value = value.strip()
-    if len(value) < 6 or PLACEHOLDERS.search(value) or _CODE_VALUE.search(value):
+    if len(value) < 6 or PLACEHOLDERS.search(value) or CODE_VALUE.search(value):
         return False
-    if value.lower() == name.lower().strip("-") or _example_basic(value):
+    if value.lower() == name.lower().strip("-") or example_basic(value):
         return False
-    return " " not in value or (_generated(value) and bool(re.search(r"\d", value)))
-
-
-def _example_basic(value: str) -> bool:
-    """`Basic <base64 of user:password>` (or the base64 alone) whose password is an
-    example (`user:pass`)."""
-    encoded_part = value.rsplit(" ", 1)[-1]
-    decoded = _decoded_text(encoded_part) if len(encoded_part) >= 8 else None
-    if decoded is None:
-        try:
-            decoded = base64.b64decode(encoded_part + "=" * (-len(encoded_part) % 4)).decode()
-        except (binascii.Error, ValueError):
-            return False
-    user, colon, password = decoded.partition(":")
-    return bool(colon) and bool(
-        PLACEHOLDERS.search(password) or PLACEHOLDERS.search(user + password)
-    )
-
-
-def _generated(value: str) -> bool:
-    """Whether `value` looks machine-made: letters and digits mixed, or letters whose
-    case changes often (`hKqPzRwVt`), not words."""
-    if re.search(r"\d", value) and re.search(r"[A-Za-z]", value):
-        return True
-    letters = re.sub(r"[^A-Za-z]", "", value)
-    changes = sum(a.islower() != b.islower() for a, b in itertools.pairwise(letters))
-    return len(letters) >= 12 and changes >= len(letters) * 0.35
+    return " " not in value or (generated(value) and bool(re.search(r"\d", value)))
 
 
 # An AWS secret access key in prose ("the aws secret key is …"): 40 characters of
@@ -391,23 +315,17 @@ def prose(text: str) -> list[Span]:
     lower = text.lower()
     for match in _finditer(_AWS_PROSE, text, lower):
         value = match.group(1)
-        if _generated(value) and not PLACEHOLDERS.search(value):
+        if generated(value) and not PLACEHOLDERS.search(value):
             spans.append((*match.span(1), "aws-secret-key"))
     for match in _finditer(_NAMED_IN_PROSE, text, lower):
         value = match.group(1)
         if (
-            _mixed_case_token(value)
+            mixed_case_token(value)
             and not PLACEHOLDERS.search(value)
-            and not _CODE_VALUE.search(value)
+            and not CODE_VALUE.search(value)
         ):
             spans.append((*match.span(1), "secret"))
     return spans
-
-
-def _mixed_case_token(value: str) -> bool:
-    """Upper and lower case letters and digits, not a path: a generated token."""
-    mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value) and re.search(r"\d", value)
-    return bool(mixed) and value.count("/") < 2 and _generated(value)
 
 
 _SECRET_WORDS = (

@@ -1,0 +1,98 @@
+"""What a credential's value looks like, for ghindex's own rules (`secret_rules.py`) and
+the library's generic matches (`secret_library.py`): an example or a placeholder, code or
+a reference, or something a machine made; and base64 that decodes to text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import re
+
+# Values that are examples, not credentials: `password="password123"`,
+# `https://user:pass@host`, `secret: xxxxxxxx`. Checked for assigned values and URL
+# passwords, whose formats say nothing else about them.
+PLACEHOLDERS = re.compile(
+    r"(?i)^(?:.{0,3}|(.)\1*|pass|pwd)$|example|placeholder|passw|ssword|secret|dummy|changeme"
+    r"|your|xxx|\*\*\*|\.\.\.|…"
+    r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<|^\$|^%[A-Z_]+%$|^\[[^\]]*\]$"
+    r"|abc123|123456|qwerty|hunter2|letmein|s3cr3t|^mysecret"
+)
+
+# A value that is code, a reference or prose rather than the secret itself.
+CODE_VALUE = re.compile(
+    r"(?i:^(?:[~./\\]|[a-z][a-z0-9+.-]*://(?![^/@]+@)|\$|%|&|\*|@|!|\?|=|#|\+|-|\d{1,6}$"
+    r"|(?:true|false|null|none|nil|undefined|yes|no|on|off|string|str|bytes|bool|boolean"
+    r"|int|integer|number|float|object|dict|list|any|optional|required|env|secret|hidden"
+    r"|masked|empty|unset|default|todo|tbd|n/a|na|test|testing|debug)$))"
+    r"|^[A-Za-z_]+(?:\.[A-Za-z_]+)+$"  # settings.TOKEN, os.environ
+    r"|^[A-Za-z_][A-Za-z0-9_.]*(?:\[|\()"  # call or subscript
+    r"|^[a-z]+(?:[_-][a-z]+)*$"  # lower-case words: a name, not a value
+    r"|^(?:[A-Z]{2,})?[A-Z]?[a-z]{2,}(?:[A-Z][a-z]+)*(?:[A-Z]{2,})?$"  # CamelCase: a type
+    r"|^[A-Z]+(?:_[A-Z]+)+$"  # CONSTANT_NAME: another variable
+)
+_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e]*")
+
+
+def decoded_text(run: str, shortest: int = 16) -> str | None:
+    """`run` decoded from base64 (standard or URL-safe) when that gives printable
+    ASCII text of `shortest` bytes or more, else None (images, hashes, binary)."""
+    core = run.rstrip("=")
+    if len(core) % 4 == 1:
+        return None
+    alphabet = base64.urlsafe_b64decode if ("-" in core or "_" in core) else base64.b64decode
+    try:
+        raw = alphabet(core + "=" * (-len(core) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < shortest:
+        return None
+    try:
+        decoded = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if _PRINTABLE.fullmatch(decoded) is None or not re.search(r"[ :=\n-]", decoded):
+        return None
+    return decoded
+
+
+def user_password(decoded: str) -> bool:
+    """`user:password` with a generated password (Basic auth's and Docker's `auth`)."""
+    user, colon, password = decoded.partition(":")
+    return (
+        bool(colon)
+        and 0 < len(user) <= 64
+        and not re.search(r"[\s:]", user + password)
+        and generated(password)
+        and not PLACEHOLDERS.search(password)
+    )
+
+
+def example_basic(value: str) -> bool:
+    """`Basic <base64 of user:password>` (or the base64 alone) whose password is an
+    example (`user:pass`)."""
+    encoded_part = value.rsplit(" ", 1)[-1]
+    decoded = decoded_text(encoded_part, shortest=3)
+    if decoded is None:
+        return False
+    user, colon, password = decoded.partition(":")
+    return bool(colon) and bool(
+        PLACEHOLDERS.search(password) or PLACEHOLDERS.search(user + password)
+    )
+
+
+def generated(value: str) -> bool:
+    """Whether `value` looks machine-made: letters and digits mixed, or letters whose
+    case changes often (`hKqPzRwVt`), not words."""
+    if re.search(r"\d", value) and re.search(r"[A-Za-z]", value):
+        return True
+    letters = re.sub(r"[^A-Za-z]", "", value)
+    changes = sum(a.islower() != b.islower() for a, b in itertools.pairwise(letters))
+    return len(letters) >= 12 and changes >= len(letters) * 0.35
+
+
+def mixed_case_token(value: str) -> bool:
+    """Upper and lower case letters and digits, not a path: a generated token."""
+    mixed = re.search(r"[a-z]", value) and re.search(r"[A-Z]", value) and re.search(r"\d", value)
+    return bool(mixed) and value.count("/") < 2 and generated(value)
