@@ -686,3 +686,35 @@ def test_the_audit_refuses_what_it_cannot_read_in_one_line(run, isolated):
     for result in (empty, nothing):
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert sorted(p.name for p in isolated.iterdir()) == ["empty-store", "nothing"]
+
+
+_HEX = st.text(alphabet="0123456789abcdef", min_size=7, max_size=64)
+_ORDINARY_FORMS = st.sampled_from(
+    [
+        "Fixed in {h} (see #12).",
+        "commit {h}",
+        "sha256:{h}",
+        "--hash=sha256:{h}",
+        "https://github.com/octo/hello/commit/{h}",
+        "token parsing fixed in {h}",
+        "the password reset flow, see {h}",
+        "uuid {u}",
+        "bump to v{v}",
+        "key: {h}",
+    ]
+)
+
+
+@_FAST
+@given(
+    form=_ORDINARY_FORMS,
+    digest=_HEX,
+    uuid=st.uuids(),
+    version=st.tuples(st.integers(0, 99), st.integers(0, 99), st.integers(0, 999)),
+)
+def test_hashes_uuids_and_versions_are_never_taken_for_secrets(form, digest, uuid, version):
+    """The members of real text's most common look-alikes: commit hashes and checksums
+    (lower-case hex), UUIDs and version numbers, near words like `token` or `key`."""
+    text = form.format(h=digest, u=uuid, v=".".join(map(str, version)))
+
+    assert redact(text) == text
