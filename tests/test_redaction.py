@@ -80,6 +80,9 @@ ORDINARY = [
     "token_url: https://oauth2.googleapis.com/token",
     "pwd: /home/user2/projects and private_key_path = ~/.ssh/id_rsa2",
     "passwordless: webauthn2, authentication: kubernetes2",
+    # real text of the bundled sample that earlier rules took for secrets
+    "System.Web, Version=4.0.0.0, Culture=neutral, PublicKeyToken=b03f5f7f11d50a3a",
+    "curl https://eu.httpbin.org/digest-auth/auth/jerry/secret -v -u jerry:secret",
 ]
 
 

@@ -34,6 +34,9 @@ _DEADLINE_S = 30.0
 _lock = threading.Lock()
 # Some rules match a token's known part only (`xoxa-2-<id>` of a longer Slack token, a
 # webhook URL less its last characters): a span runs on to the end of the token.
+# Rules that match a credential by where it is rather than by its format: their match
+# may be an example (`curl -u jerry:secret`, `http://user:pass@host`).
+_GENERIC = re.compile(r"generic|password|passwd|auth-user|basic|curl|credential|uri|url")
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=-]*")
 # Kingfisher's invisible findings help validate a visible one; these few are secrets
 # themselves (an AWS secret access key is a helper of its key id).
@@ -77,7 +80,7 @@ def _piece_spans(text: str) -> list[Span]:
         location = finding.location
         start, end = offsets(location["start_offset"]), offsets(location["end_offset"])
         kind = kinds.get(finding.rule_id) or _kind(finding.rule_id)
-        if end > start and not (kind.startswith("generic") and _example(text[start:end])):
+        if end > start and not (_GENERIC.search(kind) and _example(text[start:end])):
             out.append((start, _TOKEN_TAIL.match(text, end).end(), kind))
     return out
 

@@ -276,9 +276,17 @@ def assignments(text: str) -> list[Span]:
     return spans
 
 
+# A public key, or a .NET assembly's `PublicKeyToken`, is published on purpose.
+_PUBLIC = re.compile(r"(?i)(?:^|[_.-])(?:public|pub)(?:$|[_.-])")
+
+
 def _secret_name(name: str) -> bool:
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip("-"))  # accessToken: access_Token
-    return bool(_SECRET_WORD.search(words)) and not _NOT_SECRET_NAME.search(words)
+    return (
+        bool(_SECRET_WORD.search(words))
+        and not _NOT_SECRET_NAME.search(words)
+        and not _PUBLIC.search(words)
+    )
 
 
 def _a_value(value: str, name: str) -> bool:
