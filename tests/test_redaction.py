@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import lancedb
@@ -612,7 +613,12 @@ _SCHEMES = st.sampled_from(
 _AROUND = st.sampled_from(
     ["{}", "Here it is: {} thanks", "+    {}", "> {}", "`{}`", "fix/{}", "bug {}"]
 )
-_FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# GHINDEX_EXAMPLES=5000 searches deeper than CI's 60 examples a property.
+_FAST = settings(
+    max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @_FAST

@@ -15,7 +15,10 @@ import re
 # passwords, whose formats say nothing else about them.
 PLACEHOLDERS = re.compile(
     r"(?i)^(?:.{0,3}|(.)\1*|pass|pwd)$|example|placeholder|passw|ssword|secret|dummy|changeme"
-    r"|your|xxx|\*\*\*|\.\.\.|…"
+    r"|your|\*\*\*|\.\.\.|…"
+    # x's written in place of a value (`sk-xxxx`, `AKIAXXXXXXXX`, `xxx-yyy`): one case, four
+    # or more, or three at an edge; `XXx` or `xxX` inside a token happens by chance.
+    r"|(?-i:x{4}|X{4}|(?<![A-Za-z0-9])(?:xxx|XXX)|(?:xxx|XXX)(?![A-Za-z0-9]))"
     r"|redacted|sample|fake|foobar|\$\{|\{\{|%\(|<|^\$|^%[A-Z_]+%$|^\[[^\]]*\]$"
     r"|abc123|123456|qwerty|hunter2|letmein|s3cr3t|^mysecret"
 )
