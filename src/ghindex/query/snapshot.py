@@ -314,12 +314,18 @@ class Snapshot(SnapshotFiles):
         found = nearest.reader(self.lance_path) if isinstance(listed, dict) else None
         return found or self.searcher.nearest
 
-    def sql(self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT):
-        """One read-only statement over the state database, with row, size and time limits."""
-        from ghindex.query.sql import run_on
+    def sql(
+        self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT, offset: int = 0
+    ):
+        """One read-only statement over the state database, with row, size, memory and time
+        limits, in a process of its own (`query/sql_process.py`); rows from `offset` on."""
+        from ghindex.query import sql_process
+        from ghindex.query.sql import database_path
 
-        with self.state() as con:
-            return run_on(con, query, max_rows, timeout)
+        with self.state() as con:  # checks the schema, and names the file it reads
+            path = database_path(con)
+        views = self._views if self._mode != "per_call" else []
+        return sql_process.run(Path(path), views, query, max_rows, timeout, offset=offset)
 
     def relation(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation on the held connection: `.df()`, `.pl()`, `.fetchall()`."""

@@ -4,10 +4,14 @@ The connection is opened read-only with external access, extension installing an
 loading turned off, a memory limit (`GHINDEX_SQL_MEMORY_MB`, default 512), one thread
 (`GHINDEX_SQL_THREADS`) and the configuration locked, so a statement can read the
 state and nothing else: no files, no network, no writes, and not the machine's memory
-or every core. One statement per call. The answer is cut at a row limit and at
-`GHINDEX_SQL_MAX_BYTES` (default 1,000,000) of JSON, with `truncated` and the reason; a
-time limit covers execution and reading the rows, enforced by interrupting the query,
-and rows read by then are the answer.
+or every core. One statement per call, and only a reading one (`SELECT`, `WITH`,
+`FROM`, `VALUES`, `DESCRIBE`, `SHOW`, `SUMMARIZE`, `EXPLAIN`, and the pragmas that
+describe tables): `CHECKPOINT`, `VACUUM`, `CREATE`, `SET`, `ATTACH`, `COPY` are refused
+before they run. The answer is cut at a row limit and at `GHINDEX_SQL_MAX_BYTES`
+(default 1,000,000) of JSON, with `truncated` and the reason; a time limit covers
+execution and reading the rows, enforced by interrupting the query, and rows read by
+then are the answer. `sql_process.py` runs all this in a child process whose memory,
+CPU time and temporary files are capped by the kernel.
 """
 
 from __future__ import annotations
@@ -51,17 +55,27 @@ class Result:
     reason: str | None = None  # why the answer was cut, when it was
 
 
-def connect(state: Path, *, wait: float = 0.0, check: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    state: Path,
+    *,
+    wait: float = 0.0,
+    check: bool = False,
+    spill: tuple[str, int] | None = None,
+) -> duckdb.DuckDBPyConnection:
     """A sandboxed, read-only connection to a state database. `wait`: seconds to wait for
     a writer (fetch, build) to let go of the file; `check`: refuse a schema this ghindex
-    cannot read (written by a newer one, or not yet migrated)."""
+    cannot read (written by a newer one, or not yet migrated); `spill`: the folder and
+    megabytes temporary files may use."""
     if not state.exists():
         raise no_state(state)
+    config = dict(_SANDBOX)
+    if spill is not None:  # a read-only database spills beside itself unless told
+        config |= {"temp_directory": spill[0], "max_temp_directory_size": f"{spill[1]}MB"}
     deadline = time.monotonic() + wait
     delay = 0.05
     while True:
         try:
-            con = duckdb.connect(str(state), read_only=True, config=_SANDBOX)
+            con = duckdb.connect(str(state), read_only=True, config=config)
             break
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
@@ -76,8 +90,8 @@ def connect(state: Path, *, wait: float = 0.0, check: bool = False) -> duckdb.Du
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-        memory = _setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
-        threads = _setting("GHINDEX_SQL_THREADS", 1)
+        memory = setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
+        threads = setting("GHINDEX_SQL_THREADS", 1)
         con.execute(f"SET memory_limit = '{memory}MB'")
         con.execute("SET enable_progress_bar = false")
         # one core for SQL, the rest for everything else a server answers meanwhile
@@ -92,7 +106,7 @@ def connect(state: Path, *, wait: float = 0.0, check: bool = False) -> duckdb.Du
     return con
 
 
-def _setting(name: str, default: int) -> int:
+def setting(name: str, default: int) -> int:
     value = os.environ.get(name)
     if not value:
         return default
@@ -101,24 +115,29 @@ def _setting(name: str, default: int) -> int:
     return int(value)
 
 
-def run(state: Path, query: str, max_rows: int, timeout: float = TIMEOUT) -> Result:
-    con = connect(state)
-    try:
-        return run_on(con, query, max_rows, timeout)
-    finally:
-        con.close()
-
-
-def run_on(
-    con: duckdb.DuckDBPyConnection, query: str, max_rows: int, timeout: float = TIMEOUT
-) -> Result:
-    """`run` on a connection from `connect` (or a cursor of one)."""
-    max_bytes = _setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
-    # where the file lives is nobody's business: answers name it by its file name
+def database_path(con: duckdb.DuckDBPyConnection) -> str:
+    """The file a connection reads."""
     (path,) = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
     ).fetchone() or ("",)
-    hide = _hider(path)
+    return path or ""
+
+
+def run_on(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    max_rows: int,
+    timeout: float = TIMEOUT,
+    *,
+    offset: int = 0,
+    hidden: list[str] = (),
+) -> Result:
+    """One statement on a connection from `connect` (or a cursor of one): rows from
+    `offset` on, at most `max_rows`. Paths in `hidden`, the database's folder and the
+    home directory never appear in an answer or an error."""
+    max_bytes = setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
+    # where the file lives is nobody's business: answers name it by its file name
+    hide = _hider(database_path(con), hidden)
     timer = threading.Timer(timeout, con.interrupt)
     started = time.perf_counter()
     rows: list[list[Any]] = []
@@ -128,7 +147,8 @@ def run_on(
         statements = con.extract_statements(query)
         if len(statements) != 1:
             raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
-        cursor = _execute(con, statements[0], query, max_rows)
+        _check_reading(statements[0], query)
+        cursor = _execute(con, statements[0], query, max_rows, offset)
         description = cursor.description or []
         size = 0
         while reason is None:
@@ -158,6 +178,15 @@ def run_on(
         raise GhindexError(
             f"query: stopped after the {timeout:g} s time limit; narrow it down"
         ) from None
+    except duckdb.OutOfMemoryException as exc:
+        if "temp" in str(exc).lower() or "disk" in str(exc).lower():
+            raise GhindexError(
+                "query: needs more temporary disk than its limit (GHINDEX_SQL_TEMP_MB): "
+                "group or sort fewer rows"
+            ) from None
+        from ghindex.query.sql_process import too_big
+
+        raise GhindexError(too_big(setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB))) from None
     except duckdb.Error as exc:
         raise GhindexError(hide(f"query: {_sql_error(exc, query)}")) from None
     finally:
@@ -172,15 +201,21 @@ def run_on(
     )
 
 
-def _hider(path: str | None):
-    """A function replacing `path` (and its folder) in text with the file's name."""
-    if not path:
-        return lambda value: value
-    folder, name = str(Path(path).parent), Path(path).name
+def _hider(path: str | None, hidden: list[str] = ()):
+    """A function replacing `path` (and its folder) in text with the file's name, each of
+    `hidden` with `…` and the home directory with `~`."""
+    swaps = [(p, "…") for p in hidden if p]
+    if path:
+        swaps += [(path, Path(path).name), (str(Path(path).parent), ".")]
+    home = str(Path.home())
+    if len(home) > 1:
+        swaps.append((home, "~"))
 
     def hide(value: Any) -> Any:
-        if isinstance(value, str) and folder in value:
-            return value.replace(path, name).replace(folder, ".")
+        if isinstance(value, str):
+            for old, new in swaps:
+                value = value.replace(old, new)
+            return value
         if isinstance(value, list):
             return [hide(v) for v in value]
         if isinstance(value, dict):
@@ -190,17 +225,44 @@ def _hider(path: str | None):
     return hide
 
 
+# Pragmas that only describe: `PRAGMA table_info('issues')`, `PRAGMA show_tables`.
+_READING_PRAGMAS = re.compile(
+    r"(?is)^\s*pragma\s+(?:table_info|show_tables|show_tables_expanded|show|database_size"
+    r"|database_list|version|platform|storage_info|functions)\b"
+)
+
+
+def _check_reading(statement: Any, query: str) -> None:
+    """Refuse, before it runs, a statement that is not a read: one line naming it."""
+    kind = statement.type
+    reads = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+    if kind in reads or (
+        kind == duckdb.StatementType.PRAGMA and _READING_PRAGMAS.match(statement.query)
+    ):
+        return
+    word = (re.findall(r"[A-Za-z_]+", statement.query) or ["this"])[0].upper()
+    raise GhindexError(
+        f"query: {word[:20]} statements are refused here: only reading ones run (SELECT, "
+        "WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)"
+    )
+
+
 def _execute(
-    con: duckdb.DuckDBPyConnection, statement: Any, query: str, max_rows: int
+    con: duckdb.DuckDBPyConnection, statement: Any, query: str, max_rows: int, offset: int = 0
 ) -> duckdb.DuckDBPyConnection:
-    """Run the statement; a SELECT under a LIMIT one past the row limit, so that DuckDB
-    stops producing rows (and sorts only the top ones) instead of holding them all."""
+    """Run the statement; a SELECT under a LIMIT one past the row limit (from `offset`), so
+    that DuckDB stops producing rows (and sorts only the top ones) instead of holding them
+    all."""
     if statement.type == duckdb.StatementType.SELECT:
         inner = statement.query.strip().rstrip(";")
         try:
-            return con.execute(f"SELECT * FROM (\n{inner}\n) LIMIT {max_rows + 1}")
+            return con.execute(
+                f"SELECT * FROM (\n{inner}\n) LIMIT {max_rows + 1} OFFSET {int(offset)}"
+            )
         except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException):
             pass  # run as written: a trailing comment, or an error to report as the user wrote it
+    if offset:
+        raise GhindexError("query: offset applies to SELECT statements only")
     return con.execute(query)
 
 
