@@ -26,7 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ghindex.errors import GhindexError
 from ghindex.index.build import build
-from ghindex.serve import SnapshotHolder, create_server, open_snapshot, tools
+from ghindex.query.snapshot import Snapshot
+from ghindex.serve import SnapshotHolder, budget, create_server, open_snapshot, tools
 from ghindex.snapshot import Store, publish
 from ghindex.snapshot.layout import blob_path
 from ghindex.snapshot.local import live_root
@@ -436,12 +437,13 @@ def test_fetch_gives_a_pull_request_with_reviews_and_threads(server):
 
 
 def test_fetch_cuts_long_items_and_says_so(server):
-    body = answer(server, "fetch", handles=[R + "#4"], max_chars=300)
+    body = answer(server, "fetch", handles=[R + "#4"], max_chars=1000)
 
     (item,) = body["items"]
     assert (item["truncated"], item["text_truncated"]) == (True, True)
-    assert (item["chars"], item["returned_chars"]) == (len(LONG), 300)
-    assert item["text"] == LONG[:300]
+    assert item["chars"] == len(LONG) and 300 < item["returned_chars"] < 1000
+    assert item["text"] == LONG[: item["returned_chars"]]
+    assert len(json.dumps(body, ensure_ascii=False, separators=(",", ":"))) <= 1000 + 100
 
 
 # --------------------------------------------------------------------------- related, context
@@ -496,11 +498,19 @@ def test_sql_answers_a_compact_table_with_a_row_limit(server):
 
 
 def test_a_huge_answer_is_cut_at_its_size_not_sent(server):
-    cut = answer(server, "sql", query="SELECT repeat('x', 20000000) AS v FROM range(50)")
+    cut = answer(server, "sql", query="SELECT repeat('x', 2000000) AS v FROM range(50)")
 
     assert cut["truncated"] is True
-    assert cut["truncated_reason"].startswith("cut at 1,000,000 bytes")
-    assert cut["row_count"] == 1 and len(cut["rows"][0][0]) <= 1_000_001
+    assert cut["truncated_reason"].startswith("cut at 24,000 bytes")  # the token budget's
+    assert cut["row_count"] == 1 and len(cut["rows"][0][0]) <= 24_001
+    assert budget.cost(cut) <= budget.DEFAULT_TOKENS
+
+
+def test_the_cli_cuts_a_huge_answer_at_its_byte_cap(snapshot_dir):
+    result = Snapshot(snapshot_dir).sql("SELECT repeat('x', 2000000) AS v FROM range(50)")
+
+    assert result.truncated and result.reason.startswith("cut at 1,000,000 bytes")
+    assert len(result.rows) == 1 and len(result.rows[0][0]) <= 1_000_001
 
 
 def test_sql_runs_under_a_memory_limit_and_names_no_local_path(server, snapshot_dir):

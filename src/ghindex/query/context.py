@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ghindex.index.chunking import estimate_tokens
 from ghindex.query.hits import SearchResponse, excerpt
 
 CANDIDATES = 20  # hits considered for a pack
@@ -68,5 +69,6 @@ def passage(text: str, question: str) -> str:
 
 
 def tokens(text: str) -> int:
-    """Tokens an LLM will count, roughly: four characters each."""
-    return (len(text) + 3) // 4
+    """Tokens an LLM will count, estimated without a model: four characters each, or one
+    per word and punctuation mark when that is more (JSON, code, tables)."""
+    return max((len(text) + 3) // 4, estimate_tokens(text))

@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from ghindex.errors import GhindexError
+from ghindex.vocabulary.limits import VALUE_CHARS, check_text, check_values
 
 MODES = ("hybrid", "dense", "sparse")  # retrievers: both fused, meaning only, words only
 SORTS = ("relevance", "updated_desc", "created_desc")
@@ -45,9 +46,14 @@ class Filters:
     created_until: datetime | None = None
 
     def __post_init__(self) -> None:
+        for field in fields(self):  # bounded before any work: lists and their values
+            value = getattr(self, field.name)
+            if isinstance(value, tuple):
+                check_values("filters", field.name, value)
+        check_text("filters", "path_prefix", self.path_prefix, VALUE_CHARS)
         # a date means its midnight, and a time without a zone is UTC, as GitHub's are
         for name in ("since", "until", "created_since", "created_until"):
-            object.__setattr__(self, name, _utc(getattr(self, name)))
+            object.__setattr__(self, name, _utc(getattr(self, name), name))
 
     @classmethod
     def of(cls, **given: Any) -> Filters:
@@ -129,14 +135,27 @@ def literal(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _utc(value: date | datetime | None) -> datetime | None:
+def _utc(value: date | datetime | None, name: str = "date") -> datetime | None:
+    """`value` as a UTC time; any ISO date from year 1 to 9999 (a time zone may not
+    carry it past either end)."""
     if value is None:
         return None
+    if not isinstance(value, date):
+        raise GhindexError(f"filters: {name} must be an ISO date or time, not {value!r:.40}")
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise GhindexError(
+            f"filters: {name} {value.isoformat()} is outside 0001-01-01..9999-12-31 in UTC: "
+            "give a date in that range"
+        ) from None
 
 
 def _timestamp(value: datetime) -> str:
     moment = value.astimezone(UTC) if value.tzinfo else value
-    return f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S')}'"
+    return (
+        f"TIMESTAMP '{moment.year:04d}-{moment.month:02d}-{moment.day:02d} "
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}'"
+    )

@@ -29,6 +29,7 @@ from ghindex.query.fusion import diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
 from ghindex.snapshot.layout import STATE_FILE
 from ghindex.vocabulary.handles import ISSUE_REF, PATHLIKE, SHA, item_handle
+from ghindex.vocabulary.limits import number_or_none
 
 if TYPE_CHECKING:
     import duckdb
@@ -261,7 +262,7 @@ class Searcher:
         """Entities the query names outright: `#12`, `owner/repo#12`, a SHA, a handle, a path."""
         tests = [f"handle = {literal(query)}", f"entity = {literal(query)}"]
         issue = ISSUE_REF.match(query)
-        if issue:
+        if issue and number_or_none(issue.group(2)) is not None:  # a bigger one names nothing
             repo, number = issue.groups()
             tests.append(
                 f"entity = {literal(item_handle(repo, number))}"

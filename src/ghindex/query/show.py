@@ -7,12 +7,16 @@ its text. Every piece of text written by a person is returned as data under
 `text`, next to who wrote it and their association with the repository, so a
 reader can tell a maintainer's words from an anonymous comment.
 
-Long items are cut at `max_chars` of text in total, with `truncated: true` and
-the full and returned character counts, never silently.
+An answer is at most `max_chars` characters of JSON, headers included: an item's own
+text, then its comments, reviews, review threads or files in reading order, each whole,
+until the next would not fit (only the first piece read is ever cut inside its text).
+What is left out is counted under `omitted`, and `next_skip` says where to go on:
+`skip=next_skip` starts the item there (`pieces`), never as empty stubs.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import duckdb
@@ -23,8 +27,14 @@ from ghindex.vocabulary.times import iso_time
 DEFAULT_MAX_CHARS = 20_000
 
 
-def show(con: duckdb.DuckDBPyConnection, handle: str, max_chars: int = DEFAULT_MAX_CHARS) -> dict:
-    """The item `handle` names (a comment or review names its item)."""
+def show(
+    con: duckdb.DuckDBPyConnection,
+    handle: str,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    skip: int = 0,
+) -> dict:
+    """The item `handle` names (a comment or review names its item), from piece `skip`
+    (0: its own text; 1: its first comment, review, thread or file) on."""
     resolved = resolve_handle(con, handle)
     for loader in (_thread, _discussion, _release, _doc, _commit):
         item = loader(con, resolved)
@@ -34,7 +44,7 @@ def show(con: duckdb.DuckDBPyConnection, handle: str, max_chars: int = DEFAULT_M
         raise UnknownHandle(f"no item {handle!r} in the snapshot")
     if resolved != handle.strip():
         item["requested"] = handle
-    return _budget(item, max_chars)
+    return _budget(item, max_chars, skip)
 
 
 def _rows(con, sql: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -250,30 +260,69 @@ def _links(con, handle: str) -> dict[str, list[str]]:
     return {"fixed_by": list(found.get("fixed_by", [])), "closes": list(found.get("closes", []))}
 
 
-def _budget(item: dict[str, Any], max_chars: int) -> dict[str, Any]:
-    """Cut `text` fields, in reading order, once `max_chars` characters are spent."""
-    total = 0
-    left = max_chars
+# An item's lists of pieces, in reading order after its own text.
+PIECES = ("comments", "reviews", "review_threads", "files")
 
-    def visit(node: Any) -> None:
-        nonlocal total, left
-        if isinstance(node, dict):
-            if isinstance(node.get("text"), str):
-                text = node["text"]
-                total += len(text)
-                if len(text) > left:
-                    node["text"] = text[: max(left, 0)]
-                    node["text_truncated"] = True
-                left = max(left - len(text), 0)
-            for key, value in node.items():
-                if key != "text":
-                    visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
 
-    visit(item)
+def size(value: Any) -> int:
+    """Characters of `value` as compact JSON."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def _texts(node: Any) -> int:
+    if isinstance(node, dict):
+        own = len(node["text"]) if isinstance(node.get("text"), str) else 0
+        return own + sum(_texts(v) for k, v in node.items() if k != "text")
+    if isinstance(node, list):
+        return sum(_texts(v) for v in node)
+    return 0
+
+
+def _budget(item: dict[str, Any], max_chars: int, skip: int = 0) -> dict[str, Any]:
+    """`item` within `max_chars` of JSON, from piece `skip` on (see the module's docstring)."""
+    total = _texts(item)
+    pieces = [(key, piece) for key in PIECES for piece in item.get(key) or []]
+    lists = {key: item.pop(key) for key in PIECES if key in item}
+    passed = 0  # text characters read in an earlier answer
+    if skip > 0:
+        passed = len(item.get("text") or "") + sum(_texts(p) for _, p in pieces[: skip - 1])
+        item["text"], item["text_skipped"] = "", True
+    # what the answer's own fields cost: counts, flags and the position to go on from
+    reserve = 160 + sum(len(key) + 8 for key in lists)
+    used = size(item) + reserve
+    stopped = False
+    if used > max_chars and item["text"]:  # the first piece read is cut to fit
+        keep = max(len(item["text"]) - (used - max_chars), 0)
+        item["text"], item["text_truncated"] = item["text"][:keep], True
+        used, stopped = size(item) + reserve, True
+    given = bool(item["text"])
+    kept: dict[str, list[Any]] = {key: [] for key in lists}
+    omitted: dict[str, int] = {}
+    next_skip = None
+    for index, (key, piece) in enumerate(pieces, start=1):
+        if index < skip:
+            continue
+        cost = size(piece) + 1
+        if not stopped and used + cost > max_chars:
+            stopped = True
+            if not given and isinstance(piece.get("text"), str):  # nothing read yet: cut it
+                over = used + cost - max_chars
+                piece["text"] = piece["text"][: max(len(piece["text"]) - over, 0)]
+                piece["text_truncated"] = True
+                kept[key].append(piece)
+                continue
+        if stopped:
+            next_skip = index if next_skip is None else next_skip
+            omitted[key] = omitted.get(key, 0) + 1
+            continue
+        kept[key].append(piece)
+        used += cost
+        given = True
+    item.update(kept)
     item["chars"] = total
-    item["returned_chars"] = min(total, max_chars)
-    item["truncated"] = total > max_chars
+    item["returned_chars"] = _texts(item)
+    item["truncated"] = item["returned_chars"] + passed < total
+    if omitted:
+        item["omitted"] = omitted
+        item["next_skip"] = next_skip
     return item

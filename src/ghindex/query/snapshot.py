@@ -38,12 +38,19 @@ from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, SNAPSHOT_NAMES, Snapsho
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.state.database import LOCK_WAIT, no_state
+from ghindex.vocabulary.limits import (
+    QUERY_CHARS,
+    SQL_CHARS,
+    check_handles,
+    check_text,
+)
 
 if TYPE_CHECKING:  # the index and its libraries load only for what reads it (search)
     from ghindex.query.search import Searcher
 
 DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
+_SMALLEST_ITEM = 400  # budget below which the next item waits for the next answer
 
 
 class Snapshot(SnapshotFiles):
@@ -227,6 +234,7 @@ class Snapshot(SnapshotFiles):
         update or creation time with `sort`; `expand` adds the items linked to them."""
         if sort not in SORTS:
             raise GhindexError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
+        check_text("search", "query", query, QUERY_CHARS)
         searcher = self._open_searcher(embeds=mode != "sparse")
         response = searcher.search(query, filters=filters, k=k, mode=mode, rerank=rerank, mmr=mmr)
         if sort == "updated_desc":
@@ -261,31 +269,55 @@ class Snapshot(SnapshotFiles):
         """The passages most relevant to `question` that fit `max_tokens`, each cited."""
         from ghindex.query.context import CANDIDATES, pack
 
+        check_text("context", "query", question, QUERY_CHARS)
         searcher = self._open_searcher(embeds=True)
         response = searcher.search(question, filters=filters, k=CANDIDATES, mode="hybrid")
         return pack(response, max_tokens)
 
-    def show(self, handle: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
+    def show(
+        self, handle: str, *, max_chars: int = DEFAULT_MAX_CHARS, skip: int = 0
+    ) -> dict[str, Any]:
         """One item in full: an issue with its comments, a pull request with its reviews
-        and threads, a discussion, a doc, a release, a commit with its diffs."""
+        and threads, a discussion, a doc, a release, a commit with its diffs; within
+        `max_chars` of JSON, from piece `skip` on (`query/show.py`)."""
         from ghindex.query.show import show
 
+        check_handles("show", [handle])
         with self.state() as con:
-            return show(con, handle, max_chars=max_chars)
+            return show(con, handle, max_chars=max_chars, skip=skip)
 
-    def fetch(self, handles: list[str], *, max_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
-        """Several items in full (`items`), and the handles that name none (`not_found`)."""
+    def fetch(
+        self, handles: list[str], *, max_chars: int = DEFAULT_MAX_CHARS, skip: int = 0
+    ) -> dict[str, Any]:
+        """Several items in full (`items`) within `max_chars` of JSON in all, the first
+        from piece `skip` on; the handles that name none (`not_found`); and, when the
+        budget ran out, `next`: the `handles` and `skip` that go on where this stopped."""
         from ghindex.query.handles import UnknownHandle
-        from ghindex.query.show import show
+        from ghindex.query.show import show, size
 
-        found, missing = [], []
+        check_handles("fetch", handles)
+        found, missing, left = [], [], []
+        room = max_chars
         with self.state() as con:
-            for handle in handles:
+            for position, handle in enumerate(handles):
+                if found and room < _SMALLEST_ITEM:
+                    left = handles[position:]
+                    break
                 try:
-                    found.append(show(con, handle, max_chars=max_chars))
+                    item = show(con, handle, max_chars=room, skip=skip if not found else 0)
                 except UnknownHandle:
                     missing.append(handle)
-        return {"items": found, "not_found": missing}
+                    continue
+                found.append(item)
+                room -= size(item)
+                if item.get("next_skip") is not None:
+                    left = [handle, *handles[position + 1 :]]
+                    break
+        body: dict[str, Any] = {"items": found, "not_found": missing}
+        if left:
+            cut = found[-1] if found and found[-1]["handle"] == left[0] else None
+            body["next"] = {"handles": left, "skip": cut["next_skip"] if cut else 0}
+        return body
 
     def related(
         self,
@@ -300,6 +332,7 @@ class Snapshot(SnapshotFiles):
         index) the items whose text is nearest to it."""
         from ghindex.query.graph import related
 
+        check_handles("related", [handle])
         near = self._nearest_items() if nearest and self.lance_path.exists() else None
         with self.state() as con:
             return related(con, handle, hops=hops, kinds=kinds or None,
@@ -315,17 +348,27 @@ class Snapshot(SnapshotFiles):
         return found or self.searcher.nearest
 
     def sql(
-        self, query: str, *, max_rows: int = 100, timeout: float = SQL_TIMEOUT, offset: int = 0
+        self,
+        query: str,
+        *,
+        max_rows: int = 100,
+        timeout: float = SQL_TIMEOUT,
+        offset: int = 0,
+        max_bytes: int | None = None,
     ):
         """One read-only statement over the state database, with row, size, memory and time
-        limits, in a process of its own (`query/sql_process.py`); rows from `offset` on."""
+        limits, in a process of its own (`query/sql_process.py`); rows from `offset` on, and
+        at most `max_bytes` of JSON (below `GHINDEX_SQL_MAX_BYTES`)."""
         from ghindex.query import sql_process
         from ghindex.query.sql import database_path
 
         with self.state() as con:  # checks the schema, and names the file it reads
             path = database_path(con)
-        views = self._views if self._mode != "per_call" else []
-        return sql_process.run(Path(path), views, query, max_rows, timeout, offset=offset)
+            views = self._views if self._held is not None else _reader_views(con, Path(path))
+        check_text("sql", "query", query, SQL_CHARS)
+        return sql_process.run(
+            Path(path), views, query, max_rows, timeout, offset=offset, max_bytes=max_bytes
+        )
 
     def relation(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation on the held connection: `.df()`, `.pl()`, `.fetchall()`."""

@@ -131,11 +131,13 @@ def run_on(
     *,
     offset: int = 0,
     hidden: list[str] = (),
+    max_bytes: int | None = None,
 ) -> Result:
     """One statement on a connection from `connect` (or a cursor of one): rows from
     `offset` on, at most `max_rows`. Paths in `hidden`, the database's folder and the
-    home directory never appear in an answer or an error."""
-    max_bytes = setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
+    home directory never appear in an answer or an error. `max_bytes`: a smaller cap on
+    the answer's JSON than `GHINDEX_SQL_MAX_BYTES`."""
+    max_bytes = min(max_bytes or MAX_BYTES * 1000, setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES))
     # where the file lives is nobody's business: answers name it by its file name
     hide = _hider(database_path(con), hidden)
     timer = threading.Timer(timeout, con.interrupt)

@@ -34,7 +34,13 @@ _SLACK_MB = 256  # address space beyond DuckDB's memory limit (Python, results, 
 
 
 def run(
-    path: Path, views: list[str], query: str, max_rows: int, timeout: float, offset: int = 0
+    path: Path,
+    views: list[str],
+    query: str,
+    max_rows: int,
+    timeout: float,
+    offset: int = 0,
+    max_bytes: int | None = None,
 ) -> Any:
     """`sql.Result` of `query` over the state database at `path` (read-only, with the
     temporary `views` a held connection uses), run in a child process."""
@@ -48,6 +54,7 @@ def run(
         "query": query,
         "max_rows": max_rows,
         "offset": offset,
+        "max_bytes": max_bytes,
         "timeout": timeout,
         "memory_mb": memory,
         "temp": str(temp),
@@ -129,6 +136,7 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
             float(request["timeout"]),
             offset=int(request["offset"]),
             hidden=[request["temp"]],
+            max_bytes=request["max_bytes"],
         )
     finally:
         con.close()

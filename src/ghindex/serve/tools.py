@@ -1,9 +1,10 @@
 """The six MCP tools, each one call on the served `Snapshot` (`query/snapshot.py`).
 
 Each takes typed arguments (validated by the server from `server.py`'s signatures)
-and returns a compact dict in the tools' own shape, inside the envelope. Nothing here
-writes anywhere: the state database is opened read-only, and `sql` runs with external
-access and extensions disabled.
+and returns a compact dict in the tools' own shape, inside the envelope, within the
+answer budget (`budget.py`): cut at a whole result, row or neighbour, with where to go
+on. Nothing here writes anywhere: the state database is opened read-only, and `sql`
+runs in a sandboxed child process.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from typing import Any
 from ghindex.query.filters import Filters
 from ghindex.query.hits import Hit
 from ghindex.query.snapshot import SQL_TIMEOUT, Snapshot
+from ghindex.serve import budget
 from ghindex.serve.holder import SnapshotHolder
+from ghindex.vocabulary.limits import HANDLES
 
 MAX_TOP_K = 50
-MAX_HANDLES = 50
+MAX_HANDLES = HANDLES
+MAX_SEARCH_OFFSET = 150  # a search ranks offset + top_k items
 SQL_MAX_ROWS = 1000
 
 
@@ -42,16 +46,21 @@ def search(
     sort: str = "relevance",
     graph_expand: bool = False,
     graph_hops: int = 1,
+    offset: int = 0,
 ) -> dict[str, Any]:
+    k = offset + top_k  # the results from `offset` on: the ranking is the same
     if query is None or not query.strip():  # no query: the newest items the filters select
-        response = snapshot.scan(chosen, k=top_k, sort="updated_desc" if sort == "relevance"
-                                 else sort, expand=graph_expand, hops=graph_hops)  # fmt: skip
+        order = "updated_desc" if sort == "relevance" else sort
+        response = snapshot.scan(chosen, k=k, sort=order, expand=graph_expand, hops=graph_hops)
     else:
-        response = snapshot.search(query, chosen, k=top_k, mode=mode, rerank=rerank, sort=sort,
-                                   expand=graph_expand, hops=graph_hops)  # fmt: skip
+        response = snapshot.search(
+            query, chosen, k=k, mode=mode, rerank=rerank, sort=sort,
+            expand=graph_expand, hops=graph_hops,
+        )  # fmt: skip
+    results = response.results[offset:]
     body: dict[str, Any] = {
         "mode": response.mode,
-        "results": [_result(h, reranked=rerank) for h in response.results],
+        "results": [_result(h, reranked=rerank) for h in results],
         "filters_unmatched": response.filters_unmatched,
         "truncated": bool(response.truncated),
     }
@@ -59,26 +68,55 @@ def search(
         body["notes"] = response.notes
     if response.graph_results is not None:
         body["graph_results"] = response.graph_results
-    return envelope(snapshot, body)
+    answer = envelope(snapshot, body)
+    limit = budget.budget()
+    # linked items go first, then whole results from the end
+    if not budget.fit(answer, "graph_results", limit, what="linked items"):
+        budget.fit(answer, "results", limit, offset, what="results")
+    return answer
 
 
-def fetch(snapshot: Snapshot, handles: list[str], max_chars: int) -> dict[str, Any]:
-    return envelope(snapshot, snapshot.fetch(handles, max_chars=max_chars))
+def fetch(snapshot: Snapshot, handles: list[str], max_chars: int, skip: int = 0) -> dict:
+    """The items within `max_chars` and the answer budget, whichever is smaller."""
+    limit = budget.budget()
+    room = min(max_chars, limit * 3)  # characters: about three a token in JSON
+    for _ in range(4):
+        answer = envelope(snapshot, snapshot.fetch(handles, max_chars=room, skip=skip))
+        spent = budget.cost(answer)
+        if spent <= limit or room <= 400:
+            return answer
+        room = max(int(room * limit / spent * 0.9), 400)
+    return answer
 
 
-def related(snapshot: Snapshot, handle: str, hops: int) -> dict[str, Any]:
-    return envelope(snapshot, snapshot.related(handle, hops=hops).as_dict())
+def related(snapshot: Snapshot, handle: str, hops: int, offset: int = 0) -> dict[str, Any]:
+    body = snapshot.related(handle, hops=hops).as_dict()
+    body["neighbours"] = body["neighbours"][offset:]
+    answer = envelope(snapshot, body)
+    limit = budget.budget()
+    if not budget.fit(answer, "nearest", limit, what="nearest items"):
+        budget.fit(answer, "neighbours", limit, offset, what="linked items")
+    return answer
 
 
 def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int) -> dict[str, Any]:
-    """The most relevant passages that fit `max_tokens`, each with its citation."""
-    return envelope(snapshot, snapshot.context(question, chosen, max_tokens=max_tokens))
+    """The most relevant passages that fit `max_tokens` (and the answer budget), each
+    with its citation."""
+    room = min(max_tokens, budget.budget() - 600)  # the fields around the passages
+    answer = envelope(snapshot, snapshot.context(question, chosen, max_tokens=room))
+    budget.fit(answer, "passages", budget.budget(), what="passages")
+    return answer
 
 
-def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT) -> dict:
-    """One read-only statement over the state database, with row and time limits."""
-    result = snapshot.sql(query, max_rows=max_rows, timeout=timeout)
-    return envelope(
+def sql(
+    snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIMEOUT, offset: int = 0
+) -> dict:
+    """One read-only statement over the state database, with row, time and token limits."""
+    limit = budget.budget()
+    result = snapshot.sql(
+        query, max_rows=max_rows, timeout=timeout, offset=offset, max_bytes=limit * 3
+    )
+    answer = envelope(
         snapshot,
         {
             "columns": result.columns,
@@ -89,6 +127,11 @@ def sql(snapshot: Snapshot, query: str, max_rows: int, timeout: float = SQL_TIME
             "elapsed_ms": result.elapsed_ms,
         },
     )
+    if budget.fit(answer, "rows", limit, offset, what="rows"):
+        answer["row_count"] = len(answer["rows"])
+    elif result.truncated and result.reason and result.reason.startswith("cut at"):
+        answer["next_offset"] = offset + len(result.rows)
+    return answer
 
 
 def status(holder: SnapshotHolder) -> dict[str, Any]:

@@ -6,7 +6,8 @@ serving import it instead of spelling it again:
 - `handles`: making and reading handles, the durable names of items;
 - `edges`: the kinds of link in the reference graph, strongest first, with their meaning;
 - `types`: document types, entity types and the types a search can be narrowed to;
-- `tables`: the tables and views of the state database.
+- `tables`: the tables and views of the state database;
+- `limits`: how big a request may be, checked by every door before work starts.
 
-These modules import nothing else from ghindex, so any stage can use them.
+These modules import nothing else from ghindex but `errors`, so any stage can use them.
 """

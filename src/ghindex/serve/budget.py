@@ -1,0 +1,68 @@
+"""The answer budget: every MCP answer fits an agent's context.
+
+Agents' clients cap one tool answer at about 25,000 tokens, and an answer near that
+pushes the task itself out of the context. So each answer is held to a budget
+(`GHINDEX_MCP_MAX_TOKENS`, default 8,000, at most 20,000), counted as the client will
+receive it (the JSON text, indented) with the estimate the `context` tool packs by
+(`query/context.py`). What does not fit is cut at a whole result, row or neighbour,
+with `truncated: true`, `truncated_reason` naming what was left out, and `next_offset`
+to ask for the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pydantic_core
+
+from ghindex.errors import ConfigError
+from ghindex.query.context import tokens
+
+DEFAULT_TOKENS = 8_000
+MOST_TOKENS = 20_000
+LEAST_TOKENS = 1_000
+
+
+def budget() -> int:
+    """The answer budget in tokens (`GHINDEX_MCP_MAX_TOKENS`)."""
+    text = os.environ.get("GHINDEX_MCP_MAX_TOKENS", "").strip()
+    if not text:
+        return DEFAULT_TOKENS
+    if not text.isdigit() or not LEAST_TOKENS <= int(text) <= MOST_TOKENS:
+        raise ConfigError(
+            f"GHINDEX_MCP_MAX_TOKENS must be a whole number from {LEAST_TOKENS:,} to "
+            f"{MOST_TOKENS:,}, not {text[:20]!r}"
+        )
+    return int(text)
+
+
+def cost(body: Any) -> int:
+    """Tokens of `body` as the client receives it."""
+    return tokens(pydantic_core.to_json(body, fallback=str, indent=2).decode())
+
+
+def fit(body: dict[str, Any], key: str, limit: int, offset: int = 0, what: str = "") -> bool:
+    """Drop whole entries from the end of `body[key]` until `body` costs at most `limit`
+    tokens (at least one entry stays); say so in `body` and return whether it was cut.
+    `offset`: where `body[key]` starts in the whole answer."""
+    entries = body.get(key) or []
+    if cost(body) <= limit or len(entries) <= 1:
+        return False
+    low, high = 1, len(entries) - 1  # the most entries that fit, by halving
+    while low < high:
+        middle = (low + high + 1) // 2
+        body[key] = entries[:middle]
+        if cost(body) + 60 <= limit:  # room for what is said about the cut
+            low = middle
+        else:
+            high = middle - 1
+    body[key] = entries[:low]
+    left = len(entries) - low
+    body["truncated"] = True
+    body["truncated_reason"] = (
+        f"cut at {low} of {len(entries)} {what or key} ({left} left out) to fit the "
+        f"{limit:,}-token answer budget: ask again with offset={offset + low}"
+    )
+    body["next_offset"] = offset + low
+    return True
