@@ -9,9 +9,11 @@ import contextlib
 import logging
 import os
 import sys
+import traceback
 
 from ghindex.cli import analysis, ingest, query, snapshots  # noqa: F401  (registers the commands)
 from ghindex.cli.base import cli
+from ghindex.cli.terminal import visible
 from ghindex.index import deferred
 
 __all__ = ["cli", "main"]
@@ -24,6 +26,7 @@ QUICK_EXIT = frozenset({"search", "context", "related", "show", "sql", "status"}
 
 def main() -> None:
     deferred.no_pandas_probe()  # the CLI never hands pandas objects to pyarrow
+    sys.excepthook = _shown_traceback  # --debug: a traceback quotes data too
     try:
         cli(prog_name="ghindex")
     except SystemExit as done:
@@ -39,10 +42,17 @@ def leave(code: object) -> None:
     elif isinstance(code, int):
         status = code
     else:  # sys.exit("message"): the message to stderr, status 1
-        print(code, file=sys.stderr)
+        print(visible(str(code)), file=sys.stderr)
         status = 1
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (`| head`)
             stream.flush()
     logging.shutdown()
     os._exit(status)
+
+
+def _shown_traceback(kind: type[BaseException], exc: BaseException, tb) -> None:
+    """An uncaught exception's traceback (with --debug), made terminal-safe: its message
+    may quote a title, a body or what was typed."""
+    sys.stderr.write(visible("".join(traceback.format_exception(kind, exc, tb))))
+    sys.stderr.flush()

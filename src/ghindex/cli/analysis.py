@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ghindex.cli.base import Context, cli, json_option, open_for_query, snapshot_options
+from ghindex.cli.output import emit_json, say, visible
 
 
 @cli.command()
@@ -39,26 +40,30 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
     """
     snap = open_for_query(obj, snapshot, store)
     if not query:
-        click.echo(f"duckdb -readonly {snap.state_path}")
-        click.echo("(the duckdb shell: https://duckdb.org/docs/installation; "
-                   "tables and views: docs/schema.md)", err=True)  # fmt: skip
+        say(f"duckdb -readonly {snap.state_path}")
+        say(
+            "(the duckdb shell: https://duckdb.org/docs/installation; "
+            "tables and views: docs/schema.md)",
+            err=True,
+        )
         return
     result = snap.sql(query, max_rows=max_rows)
     if as_json or fmt == "json":
         rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
-        click.echo(json.dumps({"columns": result.columns, "rows": rows,
-                               "truncated": result.truncated, "truncated_reason": result.reason},
-                              indent=2, default=str))  # fmt: skip
+        emit_json(
+            {
+                "columns": result.columns,
+                "rows": rows,
+                "truncated": result.truncated,
+                "truncated_reason": result.reason,
+            }
+        )
     elif fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(result.columns)
-        writer.writerows(result.rows)
-        click.echo(out.getvalue(), nl=False)
+        say(csv_text(result.columns, result.rows), nl=False)
     else:
-        click.echo(_grid(result.columns, result.rows, markdown=fmt == "markdown"))
+        say(grid_text(result.columns, result.rows, markdown=fmt == "markdown"))
     if result.truncated:
-        click.echo(f"({result.reason})", err=True)
+        say(f"({result.reason})", err=True)
 
 
 @cli.command()
@@ -79,10 +84,10 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
     """
     report = open_for_query(obj, snapshot, store).export(Path(dest))
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        emit_json(report.as_dict())
         return
     layout = "partitioned by repo" if report.partitioned else "one file each"
-    click.echo(f"wrote {len(report.tables)} tables and views to {dest} ({layout})")
+    say(f"wrote {len(report.tables)} tables and views to {dest} ({layout})")
 
 
 @cli.command()
@@ -105,12 +110,25 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None,
     data = page.html.encode("utf-8")
     Path(out).write_bytes(data)
     if as_json:
-        click.echo(json.dumps({"path": out, "bytes": len(data), **page.shows()}, indent=2))
+        emit_json({"path": out, "bytes": len(data), **page.shows()})
         return
-    click.echo(out)
+    say(out)
 
 
-def _grid(columns: list[str], rows: list[list], *, markdown: bool) -> str:
+def csv_text(columns: list[str], rows: list[list]) -> str:
+    """Rows as CSV. Printed through `say`, so a value's terminal controls are escaped
+    (`\\u001b`); `--json` (or `ghindex export`) gives the values exactly."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return visible(out.getvalue())
+
+
+def grid_text(columns: list[str], rows: list[list], *, markdown: bool = False) -> str:
+    """Rows as an aligned table (or a Markdown one), each cell on one line and made
+    `visible` before the columns are measured."""
+    columns = [_cell(c) for c in columns]
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
@@ -130,5 +148,5 @@ def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, list | dict):
-        return json.dumps(value, default=str)
-    return str(value).replace("\n", " ")
+        return visible(json.dumps(value, default=str))
+    return visible(str(value).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))

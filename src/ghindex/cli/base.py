@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ghindex import __version__
-from ghindex.cli.output import configure_logging
+from ghindex.cli.output import configure_logging, say
+from ghindex.cli.terminal import shown_safely
 from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
 from ghindex.errors import GhindexError
 
@@ -112,9 +113,25 @@ class Context:
 
 
 class _Group(click.Group):
-    """Turns expected failures into one-line messages and exit code 1."""
+    """Turns expected failures into one-line messages and exit code 1. Every failure
+    click prints (ours, a usage error, a bad parameter: they quote what was typed or
+    what GitHub answered) is made terminal-safe first (`shown_safely`)."""
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:  # the group's own options: `ghindex --bad-option` quotes what was typed
+            return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:
+            shown_safely(exc)
+            raise
 
     def invoke(self, ctx: click.Context):
+        try:
+            return self._failures_as_messages(ctx)
+        except click.ClickException as exc:
+            shown_safely(exc)
+            raise
+
+    def _failures_as_messages(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except GhindexError as exc:
@@ -193,7 +210,7 @@ def workdir_root(settings: Settings) -> Path:
     demo = demo_root(settings)
     if demo is None:
         return settings.root
-    click.echo(
+    say(
         f"reading the demo snapshot in {settings.workdir / DEMO_DIR} ({settings.workdir} "
         "holds no data of its own yet)",
         err=True,

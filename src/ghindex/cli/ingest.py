@@ -19,7 +19,7 @@ from ghindex.cli.base import (
     repos_option,
     wiki_option,
 )
-from ghindex.cli.output import emit_json, progress
+from ghindex.cli.output import emit_json, progress, say
 from ghindex.config import DEFAULT_DEVICE, DEVICES, github_token
 
 
@@ -87,15 +87,15 @@ def fetch(
         emit_json(report.as_dict())
         return
     for line in report.warnings():
-        click.echo(f"warning: {line}", err=True)
+        say(f"warning: {line}", err=True)
     for repo in report.repos:
         gone = f", {len(repo.deleted)} deleted" if repo.deleted else ""
         moved = f", {len(repo.transferred)} transferred away" if repo.transferred else ""
-        click.echo(
+        say(
             f"{repo.repo}: {repo.issues} issues, {repo.pull_requests} pull requests, "
             f"{repo.discussions} discussions, {repo.releases} releases{gone}{moved}"
         )
-    click.echo(f"{report.requests} requests ({report.cost} rate-limit points)")
+    say(f"{report.requests} requests ({report.cost} rate-limit points)")
 
 
 @cli.command()
@@ -162,16 +162,16 @@ def build(
         emit_json(report.as_dict())
         return
     for line in report.notes:
-        click.echo(f"note: {line}", err=True)
+        say(f"note: {line}", err=True)
     for source in report.git:
-        click.echo(
+        say(
             f"{source['repo']} {source['source']} at {source['commit'][:12]}: "
             f"{source['docs_added']} docs added, {source['docs_updated']} updated, "
             f"{source['docs_removed']} removed; {source['commits_added']} commits added"
         )
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items()) or "nothing"
-    click.echo(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
-    click.echo(
+    say(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
+    say(
         f"embedded {report.embedded} chunks, {report.from_cache} from the cache "
         f"({report.model}, {report.precision}, {report.seconds:.1f}s)"
     )
@@ -208,12 +208,12 @@ def merge(
         progress=shown,
     )
     for line in merged.notes:
-        click.echo(f"note: {line}", err=True)
+        say(f"note: {line}", err=True)
     report = run_build(settings, precision=merged.precision, progress=shown)
     if as_json:
         emit_json({"merged": merged.as_dict(), "built": report.as_dict()})
         return
-    click.echo(
+    say(
         f"merged {len(merged.shards)} shards into {settings.workdir}: {report.chunks} chunks, "
         f"{report.embedded} embedded, {report.from_cache} from the cache"
     )

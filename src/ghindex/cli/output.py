@@ -1,31 +1,37 @@
-"""What commands print: JSON documents on stdout, readable text, progress on stderr."""
+"""What commands print: JSON documents on stdout, readable text, progress on stderr.
+
+Everything a command prints goes through `say` (text for people) or `emit_json`, both
+terminal-safe (see cli/terminal.py); the `*_text` functions return text already made
+`visible`, so whatever prints it, a title or body cannot act on the terminal."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ghindex.cli.progress import on_stderr
+from ghindex.cli.terminal import say, visible
 from ghindex.progress import Progress
 
 if TYPE_CHECKING:  # importing search loads lancedb (over a second): keep it out of --help
     from ghindex.query.search import SearchResponse
     from ghindex.snapshot.audit import AuditReport
 
-# Characters a terminal acts on instead of showing: C0 controls but tab and newline, DEL,
-# C1 controls (ESC starts OSC 52 clipboard writes, titles, screen clears), and the
-# bidirectional overrides and isolates that reorder what is shown.
-_ACTIVE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as an escape."""
-    return _ACTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+__all__ = [
+    "audit_text",
+    "configure_logging",
+    "context_text",
+    "emit_json",
+    "item_text",
+    "progress",
+    "say",
+    "search_text",
+    "visible",
+]
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -44,6 +50,9 @@ class _StderrHandler(logging.StreamHandler):
     def stream(self, _value) -> None:
         pass
 
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))  # messages quote what GitHub answered
+
 
 def configure_logging(debug: bool) -> None:
     """ghindex's own messages (rate-limit waits, retries) go to stderr."""
@@ -55,7 +64,11 @@ def configure_logging(debug: bool) -> None:
 
 
 def emit_json(document: Any) -> None:
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    """`document` as JSON on stdout. json.dumps escapes C0 controls but leaves DEL, C1
+    and bidirectional characters raw; `visible` writes those as JSON escapes too (they
+    occur only inside strings), so the text is safe in a terminal and parses back to
+    exactly `document`."""
+    click.echo(visible(json.dumps(document, indent=2, ensure_ascii=False, default=str)))
 
 
 def progress(live: bool = True) -> Progress:
@@ -104,7 +117,7 @@ def search_text(response: SearchResponse) -> str:
         for link in response.graph_results:
             how = f"{link['kind']} ({link['direction']}) of {link['from']}, hop {link['hop']}"
             lines.append(f"    {link['handle']}  {how}  {link['title'] or ''}".rstrip())
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def context_text(body: dict[str, Any]) -> str:
@@ -116,7 +129,7 @@ def context_text(body: dict[str, Any]) -> str:
         lines += ["", f"[{passage['handle']}] {passage['title']}  {passage['url']}",
                   passage["text"].strip()]  # fmt: skip
     lines += ["", f"({len(body['passages'])} passages, about {body['tokens']} tokens)"]
-    return "\n".join(lines).lstrip("\n")
+    return visible("\n".join(lines).lstrip("\n"))
 
 
 def item_text(item: dict[str, Any]) -> str:
@@ -144,9 +157,12 @@ def item_text(item: dict[str, Any]) -> str:
     for changed in item.get("files", []):
         lines.append(f"--- {changed['status']} {changed['path']}")
         lines.append(changed["text"])
-    if item.get("truncated"):
+    if item.get("omitted"):
+        left = ", ".join(f"{n:,} {key.replace('_', ' ')}" for key, n in item["omitted"].items())
+        lines.append(f"[{left} more: ghindex show {item['handle']} --skip {item['next_skip']}]")
+    elif item.get("truncated"):
         lines.append(f"[cut at {item['returned_chars']:,} of {item['chars']:,} characters]")
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 def _post(post: dict[str, Any], what: str = "") -> str:
@@ -161,11 +177,13 @@ def audit_text(report: AuditReport) -> list[str]:
     """An audit for a person: totals, one line per kind, then where each finding is."""
     from ghindex.snapshot.audit import LISTED
 
-    source = visible(report.source)
+    source = report.source
     if not report.found:
         return [
-            f"no secrets found in {source}: {report.scanned:,} values scanned "
-            f"with rules {report.rules}"
+            visible(
+                f"no secrets found in {source}: {report.scanned:,} values scanned "
+                f"with rules {report.rules}"
+            )
         ]
     lines = [
         f"{report.found:,} secrets found in {source} ({report.scanned:,} values "
@@ -173,9 +191,9 @@ def audit_text(report: AuditReport) -> list[str]:
     ]
     lines += [f"  {kind:<32} {n:>6,}" for kind, n in report.kinds.items()]
     for finding in report.findings:
-        handle = f" {visible(finding.handle)}" if finding.handle else ""
+        handle = f" {finding.handle}" if finding.handle else ""
         lines.append(f"  {finding.kind}: {finding.where}{handle}")
     if report.truncated:
         lines.append(f"  … the first {LISTED:,} listed; the counts cover all")
     lines.append("to replace them: run `ghindex update` (or fetch and build) and publish again")
-    return lines
+    return [visible(line) for line in lines]

@@ -1,7 +1,8 @@
 """Progress for people, on stderr only: stdout carries the command's data.
 
 In a terminal, each open task is a live bar (rich, imported only then) and notes are
-dim lines above it. Elsewhere (CI logs, a pipe), and with `--json`, no bar: one plain
+dim lines above it (made `visible`: a task or note may name a repository or an item).
+Elsewhere (CI logs, a pipe), and with `--json`, no bar: one plain
 status line every GHINDEX_PROGRESS_SECONDS (default 10), so that a log shows the run
 is alive, e.g. `build: 1,200 / 5,686 rows embedded, 41 rows/s, about 1m 50s left`.
 A command that ends sooner prints none. GHINDEX_PROGRESS_SECONDS=0 prints a line at
@@ -19,6 +20,7 @@ from typing import Any
 
 import click
 
+from ghindex.cli.terminal import visible
 from ghindex.errors import ConfigError
 from ghindex.progress import RATE_AFTER, Progress, Task, duration
 
@@ -167,7 +169,7 @@ class Bars(Progress):
         with self._lock:
             if self._bars is not None:
                 self._bars.refresh()  # the bars drawn again under the note are current
-        self.console().print(f"… {text}", style="dim", highlight=False, markup=False)
+        self.console().print(f"… {visible(text)}", style="dim", highlight=False, markup=False)
 
     def close(self) -> None:
         with self._lock:
@@ -196,7 +198,7 @@ def _live_bars(console: Any) -> Any:
 
     class Line(ProgressColumn):
         def render(self, row: Any) -> Text:
-            return Text(row.fields["task"].line())
+            return Text(visible(row.fields["task"].line()))
 
     return RichProgress(
         SpinnerColumn(),
@@ -209,4 +211,4 @@ def _live_bars(console: Any) -> Any:
 
 
 def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(visible(line), file=sys.stderr, flush=True)

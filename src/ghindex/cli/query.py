@@ -16,7 +16,7 @@ from ghindex.cli.base import (
     snapshot_options,
     workdir_root,
 )
-from ghindex.cli.output import context_text, emit_json, item_text, progress, search_text
+from ghindex.cli.output import context_text, emit_json, item_text, progress, say, search_text
 from ghindex.config import DEFAULT_SYNC_INTERVAL, Settings
 from ghindex.query.filters import MODES, SORTS
 from ghindex.vocabulary.edges import KINDS
@@ -133,7 +133,7 @@ def search(
     if as_json:
         emit_json(response.as_dict())
     else:
-        click.echo(search_text(response))
+        say(search_text(response))
 
 
 @cli.command()
@@ -184,7 +184,7 @@ def context(
     if as_json:
         emit_json(body)
     else:
-        click.echo(context_text(body))
+        say(context_text(body))
 
 
 # what the demo suggests next, each runnable as printed
@@ -233,26 +233,24 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(report.as_dict())
         return
-    click.echo(
+    say(
         f"loaded {report.issues} issues and {report.pull_requests} pull requests "
         f"of {report.repos} repositories into {settings.workdir}"
     )
-    click.echo(
+    say(
         f"indexed {report.build.chunks} chunks ({report.build.embedded} embedded, "
         f"{report.build.from_cache} from the cache) with {report.build.model}"
     )
     for response in report.searches:
         filters = " ".join(f"--{k.rstrip('s')} {' '.join(v)}" for k, v in response.filters.items())
-        click.echo(
-            f"\n$ ghindex search {response.query!r} --mode {response.mode} {filters}".rstrip()
-        )
-        click.echo(search_text(response))
+        say(f"\n$ ghindex search {response.query!r} --mode {response.mode} {filters}".rstrip())
+        say(search_text(response))
     reads_demo = dest is None and demo_root(base) is not None
     flag = "" if reads_demo else f" --snapshot {settings.workdir}"
     reason = f" ({base.workdir} holds no data of its own, so commands read the demo)"
-    click.echo(f"\nNext, as typed{reason if reads_demo else ''}:")
+    say(f"\nNext, as typed{reason if reads_demo else ''}:")
     for command in DEMO_NEXT:
-        click.echo(f"  ghindex {command.format(flag=flag)}")
+        say(f"  ghindex {command.format(flag=flag)}")
 
 
 @cli.command()
@@ -313,7 +311,7 @@ def related(
     if as_json:
         emit_json(result.as_dict())
     else:
-        click.echo(result.as_text())
+        say(result.as_text())
 
 
 @cli.command()
@@ -323,8 +321,9 @@ def related(
     type=click.IntRange(min=200),
     default=20_000,
     show_default=True,
-    help="Text budget; longer items are cut and flagged.",
+    help="Budget of the answer, in characters; what is left out is counted.",
 )
+@click.option("--skip", type=click.IntRange(min=0), default=0, help="Pieces already read.")
 @snapshot_options
 @json_option
 @click.pass_obj
@@ -332,6 +331,7 @@ def show(
     obj: Context,
     handle: str,
     max_chars: int,
+    skip: int,
     snapshot: str | None,
     store: str | None,
     as_json: bool,
@@ -345,11 +345,11 @@ def show(
       ghindex show psf/requests@1a2b3c4 --json
     """
     with open_for_query(obj, snapshot, store) as snap:
-        item = snap.show(handle, max_chars=max_chars)
+        item = snap.show(handle, max_chars=max_chars, skip=skip)
     if as_json:
         emit_json(item)
     else:
-        click.echo(item_text(item))
+        say(item_text(item))
 
 
 @cli.command()

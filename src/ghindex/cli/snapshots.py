@@ -19,7 +19,7 @@ from ghindex.cli.base import (
     wiki_option,
     workdir_root,
 )
-from ghindex.cli.output import emit_json, progress
+from ghindex.cli.output import emit_json, progress, say, visible
 from ghindex.progress import size_text
 
 store_option = click.option(
@@ -68,8 +68,8 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(report.as_dict())
         return
-    click.echo(report.snapshot_id)
-    click.echo(
+    say(report.snapshot_id)
+    say(
         f"{report.files} files, {report.bytes:,} bytes; uploaded {report.blobs_uploaded} of "
         f"{report.blobs} blobs ({report.bytes_uploaded:,} bytes) to {report.store}",
         err=True,
@@ -110,7 +110,7 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
     what = "already up to date" if report.unchanged else (
         f"downloaded {report.bytes_downloaded:,} bytes, reused {report.bytes_reused:,}"
     )  # fmt: skip
-    click.echo(f"{report.snapshot_id} in {report.dest}: {what}")
+    say(f"{report.snapshot_id} in {report.dest}: {what}")
 
 
 @cli.command()
@@ -164,8 +164,8 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force,
         emit_json(report)
         return
     for line in report["fetched"]["warnings"]:
-        click.echo(f"warning: {line}", err=True)
-    click.echo(report["published"]["snapshot_id"])
+        say(f"warning: {line}", err=True)
+    say(report["published"]["snapshot_id"])
 
 
 @cli.command()
@@ -198,7 +198,7 @@ def gc(obj: Context, store: str | None, keep: int | None, grace_hours: float,
     if as_json:
         emit_json(report.as_dict())
         return
-    click.echo(
+    say(
         f"kept {len(report.kept)} snapshots, removed {len(report.removed)} and "
         f"{report.blobs_removed} blobs ({report.bytes_removed:,} bytes)"
     )
@@ -231,14 +231,22 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     if as_json:
         emit_json(summary)
         return
-    click.echo(f"snapshot  {summary['snapshot_id'] or '(local build, not published)'}")
-    click.echo(f"source    {summary['source']}")
-    click.echo(f"created   {summary['created_at']} ({_age(summary['age_seconds'])} ago)")
+    say(status_text(summary))
+
+
+def status_text(summary: dict) -> str:
+    """What `ghindex status` prints for a person, made `visible` (repository names,
+    cursors and fetch reasons come from the snapshot, so from GitHub)."""
     model = summary.get("model") or {}
-    click.echo(f"model     {model.get('name')} ({model.get('dimension')} dimensions)")
-    click.echo(f"size      {size_text(summary['total_bytes'])}")
+    lines = [
+        f"snapshot  {summary['snapshot_id'] or '(local build, not published)'}",
+        f"source    {summary['source']}",
+        f"created   {summary['created_at']} ({_age(summary['age_seconds'])} ago)",
+        f"model     {model.get('name')} ({model.get('dimension')} dimensions)",
+        f"size      {size_text(summary['total_bytes'])}",
+    ]
     for kind, count in sorted(summary["counts"].items()):
-        click.echo(f"  {kind:<20} {count:>8,}")
+        lines.append(f"  {kind:<20} {count:>8,}")
     redaction = summary.get("redaction") or {}
     if redaction:
         rules = ", ".join(
@@ -247,11 +255,11 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
         kinds = redaction["redacted"]
         found = ", ".join(f"{k} {n}" for k, n in kinds.items())
         total = f"{sum(kinds.values())} ({found})" if kinds else "none"
-        click.echo(f"redaction rules: {rules}; secrets replaced: {total}")
+        lines.append(f"redaction rules: {rules}; secrets replaced: {total}")
     for repo, info in sorted(summary["repos"].items()):
-        click.echo(f"  {repo}: {_cursors(info.get('cursors') or {})}")
-        for line in _fetch_health(info.get("fetch") or {}):
-            click.echo(f"    {line}")
+        lines.append(f"  {repo}: {_cursors(info.get('cursors') or {})}")
+        lines += [f"    {line}" for line in _fetch_health(info.get("fetch") or {})]
+    return visible("\n".join(lines))
 
 
 def _fetch_health(health: dict) -> list[str]:
@@ -324,6 +332,6 @@ def audit_secrets(obj: Context, store: str | None, snapshot: str | None, as_json
         emit_json(report.as_dict())
     else:
         for line in audit_text(report):
-            click.echo(line)
+            say(line)
     if report.found:
         raise SystemExit(1)
