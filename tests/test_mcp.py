@@ -492,7 +492,10 @@ def test_sql_answers_a_compact_table_with_a_row_limit(server):
     assert cut["columns"] == ["handle", "number", "state"]
     assert cut["rows"] == [[R + "#1", 1, "CLOSED"], [R + "#3", 3, "OPEN"], [R + "#4", 4, "OPEN"]]
     assert (cut["row_count"], cut["truncated"]) == (3, True)
-    assert cut["truncated_reason"] == "cut at 3 rows: raise max_rows or narrow the query"
+    assert cut["truncated_reason"] == (
+        "cut at 3 rows: raise max_rows or narrow the query; ask again with offset=3"
+    )
+    assert cut["next_offset"] == 3
     assert (whole["row_count"], whole["truncated"], whole["truncated_reason"]) == (11, False, None)
     assert isinstance(whole["elapsed_ms"], float)
 
@@ -501,8 +504,8 @@ def test_a_huge_answer_is_cut_at_its_size_not_sent(server):
     cut = answer(server, "sql", query="SELECT repeat('x', 2000000) AS v FROM range(50)")
 
     assert cut["truncated"] is True
-    assert cut["truncated_reason"].startswith("cut at 24,000 bytes")  # the token budget's
-    assert cut["row_count"] == 1 and len(cut["rows"][0][0]) <= 24_001
+    assert cut["truncated_reason"].startswith("long text cut to fit the 8,000-token answer")
+    assert cut["row_count"] == 1 and len(cut["rows"][0][0]) <= 32_001
     assert budget.cost(cut) <= budget.DEFAULT_TOKENS
 
 

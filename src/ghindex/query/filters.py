@@ -136,8 +136,7 @@ def literal(value: str) -> str:
 
 
 def _utc(value: date | datetime | None, name: str = "date") -> datetime | None:
-    """`value` as a UTC time; any ISO date from year 1 to 9999 (a time zone may not
-    carry it past either end)."""
+    """`value` as a UTC time; any ISO date from year 1 to 9999."""
     if value is None:
         return None
     if not isinstance(value, date):
@@ -146,11 +145,9 @@ def _utc(value: date | datetime | None, name: str = "date") -> datetime | None:
         value = datetime(value.year, value.month, value.day)
     try:
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-    except OverflowError:
-        raise GhindexError(
-            f"filters: {name} {value.isoformat()} is outside 0001-01-01..9999-12-31 in UTC: "
-            "give a date in that range"
-        ) from None
+    except OverflowError:  # a zone carried it past year 1 or 9999: the end is the bound
+        end = datetime.max if value.year > 1 else datetime.min
+        return end.replace(tzinfo=UTC)
 
 
 def _timestamp(value: datetime) -> str:

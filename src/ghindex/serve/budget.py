@@ -47,8 +47,10 @@ def fit(body: dict[str, Any], key: str, limit: int, offset: int = 0, what: str =
     tokens (at least one entry stays); say so in `body` and return whether it was cut.
     `offset`: where `body[key]` starts in the whole answer."""
     entries = body.get(key) or []
-    if cost(body) <= limit or len(entries) <= 1:
+    if cost(body) <= limit:
         return False
+    if len(entries) <= 1:
+        return _squeeze(body, key, limit)
     low, high = 1, len(entries) - 1  # the most entries that fit, by halving
     while low < high:
         middle = (low + high + 1) // 2
@@ -66,3 +68,33 @@ def fit(body: dict[str, Any], key: str, limit: int, offset: int = 0, what: str =
     )
     body["next_offset"] = offset + low
     return True
+
+
+def _squeeze(body: dict[str, Any], key: str, limit: int) -> bool:
+    """The one entry of `body[key]` with its long texts cut (`…`) until `body` fits."""
+    for _ in range(6):
+        spent = cost(body)
+        if spent <= limit or not body.get(key):
+            break
+        body[key] = _cut(body[key], max(limit / spent * 0.9, 0.05))
+    else:
+        return False
+    if spent > limit:
+        return False
+    body["truncated"] = True
+    body.setdefault("truncated_reason", None)
+    body["truncated_reason"] = f"long text cut to fit the {limit:,}-token answer budget" + (
+        f" ({body['truncated_reason']})" if body["truncated_reason"] else ""
+    )
+    return True
+
+
+def _cut(value: Any, ratio: float) -> Any:
+    """`value` with each text over 200 characters kept to `ratio` of its length."""
+    if isinstance(value, str) and len(value) > 200:
+        return value[: max(int(len(value) * ratio), 200)] + "…"
+    if isinstance(value, list):
+        return [_cut(v, ratio) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut(v, ratio) for k, v in value.items()}
+    return value

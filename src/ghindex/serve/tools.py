@@ -114,7 +114,7 @@ def sql(
     """One read-only statement over the state database, with row, time and token limits."""
     limit = budget.budget()
     result = snapshot.sql(
-        query, max_rows=max_rows, timeout=timeout, offset=offset, max_bytes=limit * 3
+        query, max_rows=max_rows, timeout=timeout, offset=offset, max_bytes=limit * 4
     )
     answer = envelope(
         snapshot,
@@ -131,6 +131,7 @@ def sql(
         answer["row_count"] = len(answer["rows"])
     elif result.truncated and result.reason and result.reason.startswith("cut at"):
         answer["next_offset"] = offset + len(result.rows)
+        answer["truncated_reason"] += f"; ask again with offset={answer['next_offset']}"
     return answer
 
 
