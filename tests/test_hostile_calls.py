@@ -110,6 +110,7 @@ NAMED = [
     ("sql", {"query": "CREATE TEMP TABLE t AS SELECT 1"}, "refused"),
     ("sql", {"query": "PRAGMA threads=64"}, "refused"),
     ("search", {"query": "crash", "top_k": 50}, None),
+    ("search", {"query": "cache", "top_k": 50, "graph_expand": True, "graph_hops": 2}, None),
     ("context", {"query": "crash", "max_tokens": 20_000}, None),
     ("related", {"handle": R + "#1", "hops": 2}, None),
 ]

@@ -42,10 +42,11 @@ def cost(body: Any) -> int:
     return tokens(pydantic_core.to_json(body, fallback=str, indent=2).decode())
 
 
-def fit(body: dict[str, Any], key: str, limit: int, offset: int = 0, what: str = "") -> bool:
+def fit(body: dict[str, Any], key: str, limit: int, offset: int | None = 0, what: str = "") -> bool:
     """Drop whole entries from the end of `body[key]` until `body` costs at most `limit`
     tokens (at least one entry stays); say so in `body` and return whether it was cut.
-    `offset`: where `body[key]` starts in the whole answer."""
+    `offset`: where `body[key]` starts in the whole answer (None: an answer's extra list,
+    with no way on but a narrower call)."""
     entries = body.get(key) or []
     if cost(body) <= limit:
         return False
@@ -55,19 +56,29 @@ def fit(body: dict[str, Any], key: str, limit: int, offset: int = 0, what: str =
     while low < high:
         middle = (low + high + 1) // 2
         body[key] = entries[:middle]
-        if cost(body) + 60 <= limit:  # room for what is said about the cut
+        if cost(body) + 80 <= limit:  # room for what is said about the cut
             low = middle
         else:
             high = middle - 1
     body[key] = entries[:low]
-    left = len(entries) - low
-    body["truncated"] = True
-    body["truncated_reason"] = (
-        f"cut at {low} of {len(entries)} {what or key} ({left} left out) to fit the "
-        f"{limit:,}-token answer budget: ask again with offset={offset + low}"
+    said = (
+        f"cut at {low} of {len(entries)} {what or key} ({len(entries) - low} left out) to "
+        f"fit the {limit:,}-token answer budget"
     )
-    body["next_offset"] = offset + low
+    if offset is None:
+        said += ": ask for fewer to see them all"
+    else:
+        said += f": ask again with offset={offset + low}"
+        body["next_offset"] = offset + low
+    _say(body, said)
     return True
+
+
+def _say(body: dict[str, Any], said: str) -> None:
+    """Mark `body` cut, adding `said` to what is already said about it."""
+    body["truncated"] = True
+    earlier = body.get("truncated_reason")
+    body["truncated_reason"] = f"{earlier}; {said}" if earlier else said
 
 
 def _squeeze(body: dict[str, Any], key: str, limit: int) -> bool:

@@ -71,8 +71,8 @@ def search(
     answer = envelope(snapshot, body)
     limit = budget.budget()
     # linked items go first, then whole results from the end
-    if not budget.fit(answer, "graph_results", limit, what="linked items"):
-        budget.fit(answer, "results", limit, offset, what="results")
+    budget.fit(answer, "graph_results", limit, None, what="linked items")
+    budget.fit(answer, "results", limit, offset, what="results")
     return answer
 
 
@@ -94,8 +94,8 @@ def related(snapshot: Snapshot, handle: str, hops: int, offset: int = 0) -> dict
     body["neighbours"] = body["neighbours"][offset:]
     answer = envelope(snapshot, body)
     limit = budget.budget()
-    if not budget.fit(answer, "nearest", limit, what="nearest items"):
-        budget.fit(answer, "neighbours", limit, offset, what="linked items")
+    budget.fit(answer, "nearest", limit, None, what="nearest items")
+    budget.fit(answer, "neighbours", limit, offset, what="linked items")
     return answer
 
 
@@ -104,7 +104,7 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
     with its citation."""
     room = min(max_tokens, budget.budget() - 600)  # the fields around the passages
     answer = envelope(snapshot, snapshot.context(question, chosen, max_tokens=room))
-    budget.fit(answer, "passages", budget.budget(), what="passages")
+    budget.fit(answer, "passages", budget.budget(), None, what="passages")
     return answer
 
 
