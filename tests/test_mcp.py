@@ -910,6 +910,44 @@ def test_a_streamable_http_session(http_servers):
     assert "Traceback" not in server["stderr"].read_text()
 
 
+def _server_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_hostile_calls_over_http_leave_the_server_up_and_its_memory_level(http_servers):
+    # the issue's cases: 50,000 labels crashed LanceDB; a 2.7 MB query kept 1 GB; a range
+    # function grew the process by gigabytes
+    server = http_servers["open"]
+    hostile = [
+        ("search", {"query": "crash", "labels": ["x"] * 50_000}),
+        ("search", {"query": "q" * 2_700_000}),
+        ("sql", {"query": "SELECT len(range(200000000))"}),
+        ("sql", {"query": "SELECT * FROM issues", "max_rows": 1000}),
+        ("search", {"query": "#99999999999999999999999999"}),
+    ]
+
+    async def session():
+        async with mcp.Client(server["url"]) as client:
+            await client.call_tool("search", {"query": "crash on startup", "mode": "sparse"})
+            before = _server_rss_mb(server["process"].pid)
+            answers = [await client.call_tool(tool, args) for tool, args in hostile]
+            after = _server_rss_mb(server["process"].pid)
+            normal = await client.call_tool("search", {"query": "crash on startup"})
+            return before, answers, after, normal
+
+    before, answers, after, normal = asyncio.run(session())
+
+    for answered in answers:
+        text = answered.content[0].text
+        assert "Traceback" not in text and (not answered.is_error or "\n" not in text)
+    assert [a.is_error for a in answers] == [True, True, True, False, False]
+    assert normal.structured_content["results"][0]["handle"] == R + "#1"
+    assert server["process"].poll() is None
+    assert after - before < 150
+    assert "Traceback" not in server["stderr"].read_text()
+
+
 def test_a_heavy_call_leaves_other_clients_answered(http_servers):
     # One client runs SQL that only the time limit stops; a second keeps calling.
     server = http_servers["open"]
