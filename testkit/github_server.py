@@ -1014,6 +1014,7 @@ class _Fault:
     skip: int
     delay: float = 0.0
     edit: Callable[[dict[str, Any]], None] | None = None
+    trickle: float = 0.0
 
 
 @dataclass
@@ -1023,6 +1024,7 @@ class _Response:
     content_type: str = _JSON
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to sit on the answer before sending it
+    trickle: float = 0.0  # seconds between the body's bytes: a server that trickles
 
 
 def _json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> _Response:
@@ -1093,7 +1095,13 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in response.headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(response.body)
+            if response.trickle:
+                for i in range(len(response.body)):
+                    self.wfile.write(response.body[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(response.trickle)
+            else:
+                self.wfile.write(response.body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting (a slow_requests timeout test)
 
@@ -1286,6 +1294,12 @@ class GitHubServer:
         with self.lock:
             self._faults.append(_Fault(None, b"", _JSON, {}, n, after, delay=seconds))
 
+    def trickle_requests(self, n: int = 1, seconds: float = 1.0, after: int = 0) -> None:
+        """Answer the next ``n`` requests (after ``after``) as usual, one byte of the body
+        every ``seconds``: a server (or proxy) that never times a read out."""
+        with self.lock:
+            self._faults.append(_Fault(None, b"", _JSON, {}, n, after, trickle=seconds))
+
     def partial_errors_next(
         self,
         message: str,
@@ -1441,6 +1455,7 @@ class GitHubServer:
                 response = _json_response(status, body, self._rate_limit_headers())
             if fault is not None:
                 response.delay = fault.delay
+                response.trickle = fault.trickle
             self.requests.append(
                 {
                     "operation": operation,

@@ -142,6 +142,7 @@ def test_backoff_is_exponential_with_full_jitter(hello, monkeypatch):
     assert github.stats() == {
         "requests": 4,
         "retries": 3,
+        "repaired_texts": 0,
         "smaller_pages": 0,
         "page_sizes": {},
         "cost": 1,

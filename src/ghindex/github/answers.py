@@ -6,8 +6,10 @@ messages built from them (a refusal's names the permission to grant).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -149,3 +151,47 @@ def snippet(text: str) -> str:
 def one_line(value: object) -> str:
     text = " ".join(str(value).split())
     return text[:300]
+
+
+# Code points no UTF-8 text can hold: the halves of a surrogate pair, alone. GitHub's
+# JSON carries them escaped (`\ud83d`) where an emoji was cut in two.
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def valid_text(value: Any) -> tuple[Any, int]:
+    """`value` (parsed JSON) with every string made valid Unicode (each lone surrogate
+    becomes U+FFFD), and how many strings needed it."""
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value) is None:
+            return value, 0
+        return _LONE_SURROGATE.sub("\ufffd", value), 1
+    if isinstance(value, list):
+        repaired = 0
+        for i, item in enumerate(value):
+            value[i], n = valid_text(item)
+            repaired += n
+        return value, repaired
+    if isinstance(value, dict):
+        repaired = 0
+        for key in list(value):
+            fixed_key, n = valid_text(key)
+            item, m = valid_text(value.pop(key))
+            value[fixed_key] = item
+            repaired += n + m
+        return value, repaired
+    return value, 0
+
+
+def redirected(shown: str, url: str, location: str) -> str:
+    """The refusal of a redirect: ghindex posts its token to the URL it was given only."""
+    target = urljoin(url, location)
+    host, there = urlsplit(url).netloc, urlsplit(target).netloc
+    if there and there != host:
+        return (
+            f"{shown} redirected the request to another host ({there[:100]}): not followed, "
+            "the token goes only to GHINDEX_GRAPHQL_URL; check that URL"
+        )
+    return (
+        f"{shown} redirected the request to {urlsplit(target).path[:100] or '/'}: not "
+        "followed; set GHINDEX_GRAPHQL_URL to the address it names"
+    )

@@ -63,6 +63,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+import urllib3
 from gql import Client, GraphQLRequest
 from gql.transport.exceptions import TransportQueryError
 from graphql import DocumentNode, OperationDefinitionNode, value_from_ast_untyped
@@ -80,8 +81,10 @@ from ghindex.github.answers import (
     one_line,
     permission_hint,
     query_error,
+    redirected,
     response_message,
     snippet,
+    valid_text,
 )
 from ghindex.github.graphql import load_query
 from ghindex.github.ratelimit import (
@@ -173,6 +176,9 @@ class GraphQLClient(RateLimitBudget):
         self._page_sizes: dict[str, int] = {}
         self._reset: float | None = None
         self.requests = 0
+        self.repaired_texts = 0  # strings with invalid code points made valid
+        self.deadline = _float_env("GHINDEX_HTTP_DEADLINE", max(2 * timeout, 120.0))
+        self.max_answer = _int_env("GHINDEX_HTTP_MAX_MB", 64) * 2**20
         self.retries = 0
         self.smaller_pages = 0
         self.cost = 0
@@ -190,6 +196,7 @@ class GraphQLClient(RateLimitBudget):
         return {
             "requests": self.requests,
             "retries": self.retries,
+            "repaired_texts": self.repaired_texts,
             "smaller_pages": self.smaller_pages,
             "page_sizes": dict(sorted(self._page_sizes.items())),
             "cost": self.cost,
@@ -311,10 +318,17 @@ class GraphQLClient(RateLimitBudget):
         """One HTTP round trip: the parsed body of a 2xx answer, or a classified failure."""
         self.requests += 1
         url = self._shown_url
+        started = time.monotonic()
         try:
             response = self._session.post(
-                self.url, json=payload, auth=self._auth, timeout=self.timeout
+                self.url,
+                json=payload,
+                auth=self._auth,
+                timeout=self.timeout,
+                stream=True,  # read below, under a total deadline and a size cap
+                allow_redirects=False,
             )
+            self._read_body(response, started)
         except requests.Timeout:
             raise Transient(
                 f"no answer from {url} within {self.timeout:g}s",
@@ -332,6 +346,8 @@ class GraphQLClient(RateLimitBudget):
         self._last_response = response
         self._note_headers(response.headers)
         status = response.status_code
+        if status in (301, 302, 303, 307, 308):
+            raise GitHubError(redirected(url, self.url, response.headers.get("Location", "")))
         if status == 401:
             raise GitHubError(
                 "GitHub rejected the token (HTTP 401 Bad credentials): "
@@ -365,11 +381,48 @@ class GraphQLClient(RateLimitBudget):
             raise GitHubError(f"{url} answered HTTP {status}: {response_message(response)}")
         return self._json(response)
 
+    def _read_body(self, response: requests.Response, started: float) -> None:
+        """Read the answer's body into `response` within the total deadline (connect and
+        every read together: a server sending a byte every 20 s is cut off) and the size
+        cap, counted compressed and decompressed; decompression goes a piece at a time,
+        so a small gzip bomb never grows the process."""
+        url = self._shown_url
+        pieces, size = [], 0
+        try:
+            while piece := response.raw.read1(16_384, decode_content=True):  # one recv
+                size += len(piece)
+                if size > self.max_answer or response.raw.tell() > self.max_answer:
+                    response.close()
+                    raise GitHubError(
+                        f"{url} sent an answer larger than {self.max_answer // 2**20} MB "
+                        "(decompressed): refused; set GHINDEX_HTTP_MAX_MB if that is expected"
+                    )
+                if time.monotonic() - started > self.deadline:
+                    response.close()
+                    raise Transient(
+                        f"{url} sent its answer too slowly (none whole in {self.deadline:g}s)",
+                        f"{url} sent its answers too slowly after retries (no whole answer in "
+                        f"{self.deadline:g}s, GHINDEX_HTTP_DEADLINE): run again later",
+                    )
+                pieces.append(piece)
+        except urllib3.exceptions.ReadTimeoutError:
+            raise requests.Timeout() from None  # answered as any timeout, by the caller
+        except (urllib3.exceptions.DecodeError, urllib3.exceptions.ProtocolError) as exc:
+            raise Transient(
+                f"{url} sent a broken answer: {one_line(exc)}",
+                f"{url} sent broken answers after retries ({one_line(exc)}): run again later",
+            ) from None
+        response._content = b"".join(pieces)  # what .content, .text and .json() read
+        response._content_consumed = True
+
     def _json(self, response: requests.Response) -> dict[str, Any]:
         try:
             body = json.loads(response.content)
         except ValueError:
             body = None
+        if isinstance(body, dict):
+            body, repaired = valid_text(body)
+            self.repaired_texts += repaired
         if not isinstance(body, dict):
             raise GitHubError(
                 f"{self._shown_url} answered with a malformed body (not JSON): "
