@@ -11,7 +11,7 @@ from ghindex import __version__
 from ghindex.cli.output import configure_logging, say
 from ghindex.cli.terminal import shown_safely
 from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
-from ghindex.errors import GhindexError
+from ghindex.errors import GhindexError, disk_problem
 
 DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
 
@@ -144,6 +144,9 @@ class _Group(click.Group):
         except Exception as exc:
             if ctx.obj is not None and ctx.obj.debug:
                 raise
+            disk = disk_problem(exc)
+            if disk:
+                raise click.ClickException(disk) from None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise click.ClickException(
                 f"unexpected {type(exc).__name__}: {first} (rerun with --debug for details)"

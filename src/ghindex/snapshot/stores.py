@@ -23,7 +23,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from obstore.store import LocalStore, from_url
 
-from ghindex.errors import ConfigError, SnapshotError, first_line
+from ghindex.errors import ConfigError, SnapshotError, disk_problem, first_line
 
 _MISSING = (FileNotFoundError, NotFoundError)
 
@@ -173,6 +173,10 @@ class Store:
                 f"access denied to {shown(self.url)}: check the credentials in the environment "
                 "and the bucket's permissions"
             )
+        local = self.url.startswith("file://") or "://" not in self.url
+        disk = disk_problem(exc, path) if local else None  # a bucket says it in its own words
+        if disk:
+            return SnapshotError(f"{disk} (the store {shown(self.url)})")
         return SnapshotError(
             f"cannot {action} {path} in {shown(self.url)}: {first_line(exc)} "
             "(check the store URL and the credentials in the environment)"
