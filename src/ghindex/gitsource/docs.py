@@ -16,7 +16,14 @@ from urllib.parse import quote
 import duckdb
 
 from ghindex.errors import GitSourceError
-from ghindex.gitsource.repo import Git, Objects, has_commit, read_raw_change
+from ghindex.gitsource.repo import (
+    Git,
+    Objects,
+    has_commit,
+    path_text,
+    read_raw_change,
+    tree_path,
+)
 from ghindex.state.rows import upsert
 from ghindex.vocabulary.handles import doc_handle, wiki_handle, wiki_page_name
 
@@ -95,7 +102,10 @@ class DocKind:
     surface: str  # its sync_state surface
 
     def handle(self, repo: str, path: str) -> str | None:
-        """The handle of the file at `path`, or None if `path` is not indexed."""
+        """The handle of the file at `path`, or None if `path` is not indexed (or would
+        leave the repository: `docs/../x.md` from a crafted tree)."""
+        if tree_path(path.encode("utf-8", "surrogateescape")) is None:
+            return None
         if self.kind == "doc":
             return doc_handle(repo, path) if is_doc_path(path) else None
         page = wiki_page(path)
@@ -283,7 +293,7 @@ def _tree_docs(
             mode, kind, blob, size = meta.split()
             if kind != b"blob" or mode.decode() not in _REGULAR_MODES:
                 continue
-            path = raw_path.decode("utf-8", "replace")
+            path = path_text(raw_path)
             handle = source.handle(repo, path)
             if handle is None:
                 continue
@@ -413,7 +423,7 @@ def last_changes(
                     None if sha in shallow else (sha, datetime.fromtimestamp(int(seconds), UTC))
                 )
                 continue
-            path = token.removeprefix(b"\n").decode("utf-8", "replace")
+            path = path_text(token.removeprefix(b"\n"))
             if current is not None and path in wanted and path not in found:
                 found[path] = current
                 if len(found) == len(wanted):

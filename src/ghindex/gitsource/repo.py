@@ -154,14 +154,32 @@ class RawChange:
     new_path: str | None  # for a rename or copy, the new path
 
 
+def path_text(raw: bytes) -> str:
+    """A path as git stores it (bytes) as text: UTF-8, and each byte that is not UTF-8
+    written `\\xNN`, so two different names never become one (U+FFFD would merge them)."""
+    text = raw.decode("utf-8", "surrogateescape")
+    return re.sub(r"[\udc80-\udcff]", lambda m: f"\\x{ord(m.group(0)) - 0xDC00:02x}", text)
+
+
+def tree_path(raw: bytes) -> str | None:
+    """`path_text`, or None for a path that would leave the repository or name nothing
+    (an absolute path, an empty, `.` or `..` part: a crafted tree can hold them)."""
+    text = path_text(raw)
+    if not text or text.startswith("/") or "\0" in text:
+        return None
+    if any(part in ("", ".", "..") for part in text.split("/")):
+        return None
+    return text
+
+
 def read_raw_change(out: Reader, meta: bytes) -> RawChange:
     """The record whose metadata token (`:old_mode new_mode old_blob new_blob status`)
     was just read from `out`: reads its path, and a rename's or copy's second path."""
     old_mode, new_mode, _, new_blob, status = meta[1:].decode().split(" ")
-    path = (out.until(b"\0") or b"").decode("utf-8", "replace")
+    path = path_text(out.until(b"\0") or b"")
     new_path = None
     if status[0] in "RC":
-        new_path = (out.until(b"\0") or b"").decode("utf-8", "replace")
+        new_path = path_text(out.until(b"\0") or b"")
     return RawChange(old_mode, new_mode, new_blob, status, path, new_path)
 
 
