@@ -131,3 +131,37 @@ def test_a_rebuild_of_the_served_workdir_is_answered_from_next(tmp_path):
     assert [r["handle"] for r in before["results"]] != ["octo/hello#50"]
     assert [r["handle"] for r in after["results"]] == ["octo/hello#50"]
     assert after["snapshot_id"] != before["snapshot_id"]
+
+
+def test_serving_any_workdir_never_blocks_its_writer(tmp_path):
+    # `serve --snapshot DIR` on a workdir that is not GHINDEX_WORKDIR used to hold its
+    # state open, and a writer of DIR then failed after a minute
+    import os
+
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    workdir = built_workdir(tmp_path / "elsewhere", 3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GHINDEX_")}
+    env.update(HF_HUB_OFFLINE="1", GHINDEX_WORKDIR=str(tmp_path / "default"))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "ghindex", "serve", "--snapshot", str(workdir)], env=env
+    )
+
+    async def ask():
+        async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:
+            await session.initialize()
+            answered = await session.call_tool("sql", {"query": "SELECT count(*) FROM runs"})
+            writer = subprocess.run(
+                [sys.executable, "-c", WRITER, str(workdir / "state.duckdb")],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            again = await session.call_tool("sql", {"query": "SELECT count(*) FROM runs"})
+            return answered, writer, again
+
+    answered, writer, again = asyncio.run(ask())
+
+    assert not answered.is_error and not again.is_error
+    assert writer.returncode == 0, writer.stderr  # never waits on the server
+    assert again.structured_content["rows"][0][0] == answered.structured_content["rows"][0][0] + 6

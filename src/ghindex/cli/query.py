@@ -418,7 +418,7 @@ def serve(
     from ghindex.serve import SnapshotHolder, open_snapshot, run
     from ghindex.serve.server import check_binding
     from ghindex.snapshot import Store
-    from ghindex.snapshot.local import live_root
+    from ghindex.snapshot.local import STAMP, live_root
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
@@ -433,10 +433,9 @@ def serve(
         holder.start()
     else:
         root = (live_root(Path(snapshot)) if snapshot else workdir_root(settings)).resolve()
-        # A pulled snapshot is never written to, so its state can stay open; the
-        # workdir (and its demo) is where fetch, build and demo write: opened per request.
-        written = {settings.root.resolve(), live_root(settings.workdir / DEMO_DIR).resolve()}
-        immutable = root not in written
+        # A pulled snapshot is never written to, so its state can stay open; any other
+        # directory is a workdir someone may fetch or build in: served from a copy.
+        immutable = (root / STAMP).exists()
         holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
         run(holder, transport=transport, host=host, port=port, token=token,
