@@ -54,9 +54,15 @@ def search(
         response = snapshot.scan(chosen, k=k, sort=order, expand=graph_expand, hops=graph_hops)
     else:
         response = snapshot.search(
-            query, chosen, k=k, mode=mode, rerank=rerank, sort=sort,
-            expand=graph_expand, hops=graph_hops,
-        )  # fmt: skip
+            query,
+            chosen,
+            k=k,
+            mode=mode,
+            rerank=rerank,
+            sort=sort,
+            expand=graph_expand,
+            hops=graph_hops,
+        )
     results = response.results[offset:]
     body: dict[str, Any] = {
         "mode": response.mode,
