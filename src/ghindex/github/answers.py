@@ -195,3 +195,17 @@ def redirected(shown: str, url: str, location: str) -> str:
         f"{shown} redirected the request to {urlsplit(target).path[:100] or '/'}: not "
         "followed; set GHINDEX_GRAPHQL_URL to the address it names"
     )
+
+
+def json_answer(response: requests.Response, shown: str) -> tuple[dict[str, Any], int]:
+    """The JSON object a 2xx answer holds, its text made valid (`valid_text`), and how
+    many strings that took; a body that is not one is an error."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise GitHubError(
+            f"{shown} answered with a malformed body (not JSON): {snippet(response.text)}"
+        )
+    return valid_text(body)

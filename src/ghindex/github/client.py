@@ -50,7 +50,6 @@ the waits themselves in `github/ratelimit.py`, the reading of GitHub's errors in
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -63,7 +62,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
-import urllib3
 from gql import Client, GraphQLRequest
 from gql.transport.exceptions import TransportQueryError
 from graphql import DocumentNode, OperationDefinitionNode, value_from_ast_untyped
@@ -77,14 +75,13 @@ from ghindex.github.answers import (
     error_type,
     errors_of,
     is_timeout,
+    json_answer,
     json_or_none,
     one_line,
     permission_hint,
     query_error,
     redirected,
     response_message,
-    snippet,
-    valid_text,
 )
 from ghindex.github.graphql import load_query
 from ghindex.github.ratelimit import (
@@ -101,6 +98,7 @@ from ghindex.github.transport import (
     Refused,
     Transient,
     connection_reason,
+    read_body,
 )
 from ghindex.progress import Progress
 from ghindex.state.redact import redact
@@ -328,7 +326,7 @@ class GraphQLClient(RateLimitBudget):
                 stream=True,  # read below, under a total deadline and a size cap
                 allow_redirects=False,
             )
-            self._read_body(response, started)
+            read_body(response, started, self.deadline, self.max_answer, self._shown_url)
         except requests.Timeout:
             raise Transient(
                 f"no answer from {url} within {self.timeout:g}s",
@@ -381,53 +379,9 @@ class GraphQLClient(RateLimitBudget):
             raise GitHubError(f"{url} answered HTTP {status}: {response_message(response)}")
         return self._json(response)
 
-    def _read_body(self, response: requests.Response, started: float) -> None:
-        """Read the answer's body into `response` within the total deadline (connect and
-        every read together: a server sending a byte every 20 s is cut off) and the size
-        cap, counted compressed and decompressed; decompression goes a piece at a time,
-        so a small gzip bomb never grows the process."""
-        url = self._shown_url
-        pieces, size = [], 0
-        try:
-            while piece := response.raw.read1(16_384, decode_content=True):  # one recv
-                size += len(piece)
-                if size > self.max_answer or response.raw.tell() > self.max_answer:
-                    response.close()
-                    raise GitHubError(
-                        f"{url} sent an answer larger than {self.max_answer // 2**20} MB "
-                        "(decompressed): refused; set GHINDEX_HTTP_MAX_MB if that is expected"
-                    )
-                if time.monotonic() - started > self.deadline:
-                    response.close()
-                    raise Transient(
-                        f"{url} sent its answer too slowly (none whole in {self.deadline:g}s)",
-                        f"{url} sent its answers too slowly after retries (no whole answer in "
-                        f"{self.deadline:g}s, GHINDEX_HTTP_DEADLINE): run again later",
-                    )
-                pieces.append(piece)
-        except urllib3.exceptions.ReadTimeoutError:
-            raise requests.Timeout() from None  # answered as any timeout, by the caller
-        except (urllib3.exceptions.DecodeError, urllib3.exceptions.ProtocolError) as exc:
-            raise Transient(
-                f"{url} sent a broken answer: {one_line(exc)}",
-                f"{url} sent broken answers after retries ({one_line(exc)}): run again later",
-            ) from None
-        response._content = b"".join(pieces)  # what .content, .text and .json() read
-        response._content_consumed = True
-
     def _json(self, response: requests.Response) -> dict[str, Any]:
-        try:
-            body = json.loads(response.content)
-        except ValueError:
-            body = None
-        if isinstance(body, dict):
-            body, repaired = valid_text(body)
-            self.repaired_texts += repaired
-        if not isinstance(body, dict):
-            raise GitHubError(
-                f"{self._shown_url} answered with a malformed body (not JSON): "
-                f"{snippet(response.text)}"
-            )
+        body, repaired = json_answer(response, self._shown_url)
+        self.repaired_texts += repaired
         return body
 
     def _scrub(self, text: str) -> str:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import requests
+import urllib3
 from gql import GraphQLRequest
 from gql.transport import Transport
 from graphql import ExecutionResult
@@ -81,3 +83,39 @@ def connection_reason(exc: Exception) -> str:
     text = str(exc)
     errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
     return errno.group(0).strip() if errno else one_line(text)
+
+
+def read_body(
+    response: requests.Response, started: float, deadline: float, most: int, url: str
+) -> None:
+    """Read the answer's body into `response` within the total `deadline` (seconds since
+    `started`: connect and every read together, so a server sending a byte every 20 s is
+    cut off) and `most` bytes, counted compressed and decompressed; decompression goes a
+    socket read at a time, so a small gzip bomb never grows the process."""
+    pieces, size = [], 0
+    try:
+        while piece := response.raw.read1(16_384, decode_content=True):  # one recv
+            size += len(piece)
+            if size > most or response.raw.tell() > most:
+                response.close()
+                raise GitHubError(
+                    f"{url} sent an answer larger than {most // 2**20} MB (decompressed): "
+                    "refused; set GHINDEX_HTTP_MAX_MB if that is expected"
+                )
+            if time.monotonic() - started > deadline:
+                response.close()
+                raise Transient(
+                    f"{url} sent its answer too slowly (none whole in {deadline:g}s)",
+                    f"{url} sent its answers too slowly after retries (no whole answer in "
+                    f"{deadline:g}s, GHINDEX_HTTP_DEADLINE): run again later",
+                )
+            pieces.append(piece)
+    except urllib3.exceptions.ReadTimeoutError:
+        raise requests.Timeout() from None  # answered as any timeout, by the caller
+    except (urllib3.exceptions.DecodeError, urllib3.exceptions.ProtocolError) as exc:
+        raise Transient(
+            f"{url} sent a broken answer: {one_line(exc)}",
+            f"{url} sent broken answers after retries ({one_line(exc)}): run again later",
+        ) from None
+    response._content = b"".join(pieces)  # what .content, .text and .json() read
+    response._content_consumed = True
