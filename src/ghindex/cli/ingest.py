@@ -122,7 +122,8 @@ def fetch(
 @click.option(
     "--full",
     is_flag=True,
-    help="Drop the index (the embedding caches stay) and re-read git sources; rebuild.",
+    help="Rebuild the index beside the old one (which serves until the new one is whole) "
+    "and re-read git sources; the embedding caches stay.",
 )
 @json_option
 @click.pass_obj

@@ -6,6 +6,11 @@ exactly the current set of chunks by a merge on chunk id, so unchanged rows keep
 their data files. Vectors are of one model and one precision per index (the manifest
 says which, and which encoder made this build's); `onnx_encoder.build_encoder` picks
 the encoder.
+
+A build can be killed at any point. New vectors go into the cache a slice at a time,
+each slice one committed append, so a rerun embeds only what is still missing; and
+`--full` builds its index beside the serving one (`staging.py`), which keeps serving,
+with its manifest, until the new one is complete.
 """
 
 from __future__ import annotations
@@ -14,17 +19,19 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ghindex import __version__
 from ghindex.config import DEFAULT_PRECISION, FP32, PRECISIONS, Settings
 from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
-from ghindex.index import nearest
+from ghindex.index import nearest, staging
 from ghindex.index import table as index
 from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
@@ -35,6 +42,14 @@ from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
 
 Say = Callable[[str], None]
+
+# New vectors are written to the cache as embedding goes: texts are encoded a step at a
+# time (a multiple of the encoders' own windows, so batching is unchanged) and written
+# when a slice is full or has waited long enough. Each slice is one LanceDB commit;
+# `index.maintain` compacts the cache when its fragments pile up.
+EMBED_STEP = 1024
+SLICE_ROWS = 4096
+SLICE_SECONDS = 30.0
 
 
 @dataclass
@@ -105,16 +120,17 @@ def build(
     if not settings.state_path.exists() and not git:
         raise no_state(settings.state_path)
     db = index.connect(settings.lance_path)
-    if full:
-        index.drop_chunks(db)
+    if staging.discard(settings.lance_path):
+        say("removed the unfinished index of a killed `build --full`")
     # none asked for: the index's own, else int8 where ONNX Runtime can run the model
     # (a factory's vectors are fp32 unless the caller says otherwise)
     precision = (
         precision
-        or index.index_precision(db)
+        or (None if full else index.index_precision(db))
         or _new_precision(model_name, settings, embedder_factory)
     )
-    index.check_model(db, settings.lance_path, model_name, precision)
+    if not full:  # --full makes a new table, of any model and precision
+        index.check_model(db, settings.lance_path, model_name, precision)
 
     con = open_state(settings.state_path)
     try:
@@ -148,22 +164,23 @@ def build(
             dimension, encoder = embedder.dimension, getattr(embedder, "encoder", None)
             say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
             with progress.task("build", len(missing), unit="rows", verb="embedded") as counted:
-                new_vectors = embedder.encode([texts[h] for h in missing], progress=counted.advance)
-            index.add_to_cache(db, model_name, missing, new_vectors, precision)
-            vectors.update(zip(missing, new_vectors, strict=True))
+                for part, made in _embed_in_slices(embedder, missing, texts, counted.advance):
+                    index.add_to_cache(db, model_name, part, made, precision)
+                    vectors.update(zip(part, made, strict=True))
         say("writing the index")
+        # --full: beside the serving index, which keeps serving until the switch
+        out = staging.begin(settings.lance_path) if full else settings.lance_path
+        target = index.connect(out) if full else db
         # After text was redacted in place, older table versions and the full-text index
         # still hold the raw text: prune them so that no snapshot carries it.
         written = index.write_chunks(
-            db, model_name, chunks, vectors, dimension, precision=precision, prune=prune
+            target, model_name, chunks, vectors, dimension, precision=precision, prune=prune
         )
         if prune:  # the caches still hold the vectors of the text before redaction
             index.prune_caches(db, hashes)
         say("listing each item's nearest items")
         made_by = nearest.basis(model_name, precision)
-        listed = nearest.write(settings.lance_path, chunks, vectors, made_by, reuse=not full)
-        with transaction(con):
-            redaction.record_index(con)
+        listed = nearest.write(out, chunks, vectors, made_by, reuse=not full)
         counts = dict(sorted(Counter(d.type for d in documents).items()))
         report = BuildReport(
             model=model_name,
@@ -182,7 +199,13 @@ def build(
             nearest=listed,
             **written,
         )
-        write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
+        if full:
+            write_manifest(out / settings.manifest_path.name, con, report, chunking, doc_settings)
+            staging.switch(settings.lance_path, settings.manifest_path)
+        else:
+            write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
+        with transaction(con):
+            redaction.record_index(con)
         with transaction(con):
             cursors.record_run(
                 con,
@@ -195,6 +218,23 @@ def build(
     finally:
         con.close()
     return report
+
+
+def _embed_in_slices(
+    embedder: Any, hashes: list[str], texts: dict[str, str], advance: Callable[[int], None]
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(content hashes, their vectors) a slice at a time, as `embedder` makes them."""
+    pending: list[str] = []
+    made: list[np.ndarray] = []
+    since = time.monotonic()
+    for start in range(0, len(hashes), EMBED_STEP):
+        step = hashes[start : start + EMBED_STEP]
+        made.append(embedder.encode([texts[h] for h in step], progress=advance))
+        pending += step
+        last = start + EMBED_STEP >= len(hashes)
+        if last or len(pending) >= SLICE_ROWS or time.monotonic() - since >= SLICE_SECONDS:
+            yield pending, np.concatenate(made)
+            pending, made, since = [], [], time.monotonic()
 
 
 def _new_precision(model: str, settings: Settings, factory: Callable | None) -> str:

@@ -156,12 +156,6 @@ def check_model(db: lancedb.DBConnection, path: Path, model: str, precision: str
         )
 
 
-def drop_chunks(db: lancedb.DBConnection) -> None:
-    """Forget the chunks (the embedding caches stay: vectors do not depend on chunks)."""
-    if CHUNKS in table_names(db):
-        db.drop_table(CHUNKS)
-
-
 def cached_vectors(
     db: lancedb.DBConnection,
     model: str,
