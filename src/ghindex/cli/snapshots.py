@@ -207,15 +207,27 @@ def gc(obj: Context, store: str | None, keep: int | None, grace_hours: float,
 @cli.command()
 @store_option
 @snapshot_dir_option
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Read every file of a pulled snapshot and compare it with the manifest's size and "
+    "sha256; exit 1 if any differs.",
+)
 @json_option
 @click.pass_obj
-def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool) -> None:
+def status(
+    obj: Context, store: str | None, snapshot: str | None, verify: bool, as_json: bool
+) -> None:
     """Snapshot id, age, repositories and their cursors, counts, model, size.
+
+    A local snapshot's state database and index are opened and queried too: a damaged
+    file exits 1 and names it. --verify hashes every file the manifest lists.
 
     \b
     Examples:
       ghindex status
       ghindex status --store s3://my-bucket/ghindex --json
+      ghindex status --snapshot ./snap --verify
     """
     from ghindex.query.snapshot import Snapshot
     from ghindex.snapshot import Store, store_status
@@ -223,7 +235,16 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
     settings = obj.settings(store=store)
-    if settings.store and not snapshot:  # --store, GHINDEX_STORE or ghindex.toml's store
+    from_store = bool(settings.store and not snapshot)  # --store, GHINDEX_STORE, ghindex.toml
+    if verify:
+        if from_store:
+            raise click.UsageError(
+                "--verify reads a local snapshot: give --snapshot DIR (a store's files are "
+                "verified by `ghindex pull`)"
+            )
+        _verify(Path(snapshot) if snapshot else workdir_root(settings), as_json)
+        return
+    if from_store:
         summary = store_status(Store(settings.store))
     else:
         root = Path(snapshot) if snapshot else workdir_root(settings)
@@ -232,6 +253,46 @@ def status(obj: Context, store: str | None, snapshot: str | None, as_json: bool)
         emit_json(summary)
         return
     say(status_text(summary))
+
+
+def _verify(root: Path, as_json: bool) -> None:
+    """`status --verify`: every file against the manifest; exit 1 when one differs."""
+    from ghindex.snapshot.verify import verify
+
+    report = verify(root, progress=progress(not as_json))
+    if as_json:
+        emit_json(report.as_dict())
+    elif not report.verified:
+        say(f"{report.source}: {report.reason}")
+    else:
+        for line in verify_text(report):
+            say(line)
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def verify_text(report) -> list[str]:
+    """What `status --verify` prints: each file that differs, then the verdict."""
+    lines = []
+    for d in report.differ:
+        if d.problem == "missing":
+            lines.append(f"{d.path}: missing")
+        elif d.problem == "size":
+            lines.append(f"{d.path}: {d.size:,} bytes, the manifest says {d.expected_size:,}")
+        else:
+            got, want = d.sha256[:12], d.expected_sha256[:12]
+            lines.append(f"{d.path}: sha256 {got}…, the manifest says {want}…")
+    if report.differ:
+        lines.append(
+            f"{len(report.differ)} of {report.files} files of {report.snapshot_id} differ from "
+            "its manifest: restore them with `ghindex pull`"
+        )
+    else:
+        size = size_text(report.bytes)
+        lines.append(
+            f"all {report.files} files of {report.snapshot_id} ({size}) match its manifest"
+        )
+    return lines
 
 
 def status_text(summary: dict) -> str:
@@ -245,6 +306,8 @@ def status_text(summary: dict) -> str:
         f"model     {model.get('name')} ({model.get('dimension')} dimensions)",
         f"size      {size_text(summary['total_bytes'])}",
     ]
+    if "checked" in summary:
+        lines.append(f"checked   {_checked(summary['checked'])}")
     for kind, count in sorted(summary["counts"].items()):
         lines.append(f"  {kind:<20} {count:>8,}")
     redaction = summary.get("redaction") or {}
@@ -260,6 +323,15 @@ def status_text(summary: dict) -> str:
         lines.append(f"  {repo}: {_cursors(info.get('cursors') or {})}")
         lines += [f"    {line}" for line in _fetch_health(info.get("fetch") or {})]
     return visible("\n".join(lines))
+
+
+def _checked(checked: dict) -> str:
+    """What status opened: 'state opens, index opens (6 rows)'."""
+    state = checked["state"]
+    parts = [f"state {'opens' if state == 'ok' else state}"]
+    if "index" in checked:
+        parts.append(f"index opens ({checked['index_rows']:,} rows)")
+    return ", ".join(parts)
 
 
 def _fetch_health(health: dict) -> list[str]:

@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from ghindex.errors import ConfigError, GhindexError, StateError, first_line
-from ghindex.state.database import check_schema, no_state
+from ghindex.state.database import check_schema, damaged, no_state
 
 TIMEOUT = 10.0
 MEMORY_MB = 512
@@ -77,7 +77,11 @@ def connect(
         try:
             con = duckdb.connect(str(state), read_only=True, config=config)
             break
-        except duckdb.IOException as exc:
+        except duckdb.Error as exc:
+            if (error := damaged(exc, state)) is not None:
+                raise error from None
+            if not isinstance(exc, duckdb.IOException):
+                raise
             if "lock" not in str(exc).lower():
                 raise StateError(f"cannot open {state.name}: {first_line(exc)}") from None
             if time.monotonic() >= deadline:

@@ -1,4 +1,5 @@
-"""What a snapshot holds: from a local directory or from a store's pointer."""
+"""What a snapshot holds: from a local directory or from a store's pointer. A local
+snapshot's files are opened too (`verify.check_files`): a damaged one is an error."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, Manifest
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
+from ghindex.snapshot.verify import check_files
 
 
 def local_status(given: Path) -> dict[str, Any]:
@@ -29,7 +31,9 @@ def local_status(given: Path) -> dict[str, Any]:
         if files
         else sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     )
-    return _summary(body, total, source=str(given))
+    summary = _summary(body, total, source=str(given))
+    summary["checked"] = check_files(root, summary["counts"])
+    return summary
 
 
 def store_status(store: Store) -> dict[str, Any]:

@@ -37,8 +37,9 @@ def check_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a state database this ghindex cannot read as it is: one written by a newer
     ghindex, or one that needs a migration only a writer can apply (`ghindex fetch`).
     One behind only on views is read with the new views (`reader_views`)."""
-    for view in reader_views(con, path):
-        con.execute(view)
+    with named_damage(path):
+        for view in reader_views(con, path):
+            con.execute(view)
 
 
 def reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
@@ -47,7 +48,8 @@ def reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
     views as temporary ones (each connection or cursor runs them: they hide the stored
     views of the same name, and the file is left as it is). Any other missing migration
     needs a writer: refused with what to run."""
-    pending = _pending(con, path)
+    with named_damage(path):
+        pending = _pending(con, path)
     if not pending:
         return []
     statements = [_as_temp_views(sql) for _name, sql in pending]
@@ -58,39 +60,93 @@ def reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
     return [view for group in statements for view in group or ()]
 
 
-def open_state(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating and migrating if needed) the state database at `path`."""
+# Another process may hold the file for a moment (a server copying it, a reader):
+# wait this long for it before giving up.
+LOCK_WAIT = 60.0
+
+
+def open_state(
+    path: Path, *, read_only: bool = False, wait: float = LOCK_WAIT
+) -> duckdb.DuckDBPyConnection:
+    """Open (creating and migrating if needed) the state database at `path`. `wait`:
+    seconds to wait for another process to let go of the file, then `StateBusy`. A
+    damaged file is refused as such (`damaged`)."""
     if read_only and not path.exists():
         raise no_state(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    con = _connect(path, read_only)
-    con.execute("SET TimeZone = 'UTC'")
+    con = _connect(path, read_only, wait)
     try:
-        _migrate(con, path, read_only=read_only)
+        with named_damage(path):
+            con.execute("SET TimeZone = 'UTC'")
+            _migrate(con, path, read_only=read_only)
     except BaseException:
         con.close()
         raise
     return con
 
 
-# Another process may hold the file for a moment (a server copying it, a reader):
-# wait this long for it before giving up.
-LOCK_WAIT = 60.0
+class StateBusy(StateError):
+    """Another process holds the state database (a fetch or build writing it)."""
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    deadline = time.monotonic() + LOCK_WAIT
+# What DuckDB says of a file that is not whole, by the short cause a person is told.
+_DAMAGE = (
+    ("not a valid duckdb database file", "not a DuckDB database file"),
+    ("could not read enough bytes", "truncated"),
+    ("corrupt database file", "a block fails its checksum"),
+    ("does not match stored checksum", "a block fails its checksum"),
+    ("failed to deserialize", "its contents cannot be read"),
+)
+
+
+def damaged(exc: BaseException, path: Path) -> StateError | None:
+    """The one error for a damaged state database (truncated, overwritten, not a DuckDB
+    file), when `exc`, raised while opening or reading the database at `path`, says it
+    is; None for any other failure (a lock, a permission, a bad query), which stays the
+    caller's. One line, with what to do, and never DuckDB's own text."""
+    if not isinstance(exc, duckdb.Error):
+        return None
+    text = str(exc).lower()
+    cause = next((short for found, short in _DAMAGE if found in text), None)
+    if cause is None:
+        return None
+    return StateError(
+        f"{path.name} is damaged ({cause}): restore it with `ghindex pull`, or move it "
+        "away and rebuild it with `ghindex fetch --full`"
+    )
+
+
+@contextlib.contextmanager
+def named_damage(path: Path) -> Iterator[None]:
+    """Around opening or reading the state database at `path`: DuckDB's error for a
+    damaged file becomes `damaged`'s; every other error passes unchanged."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        error = damaged(exc, path)
+        if error is None:
+            raise
+        raise error from None
+
+
+def _connect(path: Path, read_only: bool, wait: float = LOCK_WAIT) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            with named_damage(path):
+                return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             locked = "lock" in str(exc).lower()
-            if not locked or time.monotonic() > deadline:
-                holder = " (another process holds it)" if locked else ""
+            if locked and time.monotonic() > deadline:
+                raise StateBusy(
+                    f"cannot open {path} (another process holds it): {first_line(exc)}; "
+                    "retry when it is free"
+                ) from None
+            if not locked:
                 raise StateError(
-                    f"cannot open {path}{holder}: {first_line(exc)}; retry when it is free"
+                    f"cannot open {path}: {first_line(exc)}; retry when it is free"
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -1,0 +1,175 @@
+"""Are a local snapshot's files whole? Two checks, for `ghindex status`.
+
+`check_files` is cheap and always runs: the state database opens and its counts query
+runs, and the index's chunks table opens and counts its rows. It catches a truncated or
+overwritten state file and an index whose table cannot be opened; a damaged file is
+refused with one line naming it and what to do.
+
+`verify` (`ghindex status --verify`) reads every byte: each file the manifest lists is
+hashed as `publish` hashes it (`hash_file`) and compared with the manifest's size and
+sha256, which catches a single flipped bit anywhere. Only a pulled snapshot has a file
+list; a workdir built here has nothing to compare against, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ghindex.errors import IndexUnusable, SnapshotError, first_line
+from ghindex.progress import BYTES, Progress
+from ghindex.snapshot.layout import INDEX_DIR, MANIFEST, NOT_BUILT, STATE_FILE, Manifest, hash_file
+from ghindex.snapshot.local import live_root
+
+BUSY = "in use by another process (not checked)"
+# Where Rust's (or C++'s) source location is appended to a library's error.
+_SOURCE_PATH = re.compile(r",?\s*\S+\.(?:rs|cpp|cc|h|hpp):\d+(?::\d+)?")
+_LANCE_PREFIX = re.compile(r"^(?:lance error:\s*)?(?:LanceError\(\w+\):\s*)?", re.I)
+
+
+def check_files(root: Path, counts: dict[str, Any]) -> dict[str, Any]:
+    """Open the state database and the chunks table of the snapshot in `root` (its live
+    version) and run a query on each: what was checked, or the damaged file's error.
+    `counts` are the manifest's: an index it counts chunks of must be there."""
+    from ghindex.index.table import CHUNKS
+
+    checked: dict[str, Any] = {"state": _check_state(root / STATE_FILE)}
+    if (root / INDEX_DIR / f"{CHUNKS}.lance").exists() or counts.get("chunks"):
+        checked["index_rows"] = _count_chunks(root / INDEX_DIR)
+        checked["index"] = "ok"
+    return checked
+
+
+def _check_state(path: Path) -> str:
+    if not path.exists():
+        return "absent"
+    from ghindex.state.database import StateBusy, named_damage, open_state
+
+    try:
+        con = open_state(path, read_only=True, wait=0.0)
+    except StateBusy:
+        return BUSY
+    try:
+        with named_damage(path):
+            tables = [
+                name
+                for (name,) in con.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_type = 'BASE TABLE' ORDER BY table_name"
+                ).fetchall()
+            ]
+            if tables:
+                con.execute(
+                    " UNION ALL ".join(f'SELECT count(*) FROM "{name}"' for name in tables)
+                ).fetchall()
+    finally:
+        con.close()
+    return "ok"
+
+
+def _count_chunks(lance: Path) -> int:
+    from ghindex.index.table import CHUNKS, connect
+
+    where = f"{INDEX_DIR}/{CHUNKS}.lance"
+    if not lance.is_dir():
+        raise IndexUnusable(
+            f"{INDEX_DIR}/ is missing though the manifest counts chunks: restore it with "
+            "`ghindex pull`, or rebuild it with `ghindex build --full`"
+        )
+    try:
+        return connect(lance).open_table(CHUNKS).count_rows()
+    except Exception as exc:  # lance raises RuntimeError, ValueError, OSError alike
+        raise lance_damaged(exc, where) from None
+
+
+def lance_damaged(exc: BaseException, where: str) -> IndexUnusable:
+    """The one error for an index file that cannot be read: one line naming it, the
+    library's cause without its source paths, and what to do."""
+    return IndexUnusable(
+        f"{where} is damaged ({short_cause(exc)}): restore it with `ghindex pull`, or "
+        "rebuild it with `ghindex build --full`"
+    )
+
+
+def short_cause(exc: BaseException, limit: int = 120) -> str:
+    """A library error's first line without the source locations Rust and C++ append."""
+    text = _LANCE_PREFIX.sub("", _SOURCE_PATH.sub("", first_line(exc))).strip(" ,;:")
+    return (text or type(exc).__name__)[:limit]
+
+
+# ------------------------------------------------------------------------------- verify
+
+
+@dataclass
+class Difference:
+    path: str
+    problem: str  # "missing", "size" or "sha256"
+    expected_size: int
+    size: int | None
+    expected_sha256: str
+    sha256: str | None = None
+
+
+@dataclass
+class Verification:
+    source: str
+    snapshot_id: str | None
+    verified: bool  # False: nothing to verify against (`reason` says why)
+    files: int = 0
+    bytes: int = 0
+    differ: list[Difference] = field(default_factory=list)
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.differ
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify(given: Path, *, progress: Progress | None = None) -> Verification:
+    """Hash every file the manifest of the snapshot in `given` lists and compare it with
+    the manifest's size and sha256; `progress` counts the bytes read."""
+    root = live_root(given)
+    path = root / MANIFEST
+    if not path.exists():
+        raise SnapshotError(NOT_BUILT.format(given))
+    data = path.read_bytes()
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise SnapshotError(f"{path} is not valid JSON ({first_line(exc)})") from None
+    if not isinstance(body, dict) or not body.get("files"):
+        return Verification(
+            str(given),
+            body.get("snapshot_id") if isinstance(body, dict) else None,
+            verified=False,
+            reason=f"{MANIFEST} lists no files (a build of this workdir, never pulled): "
+            "nothing to verify against",
+        )
+    manifest = Manifest.from_bytes(data, str(path))
+    report = Verification(str(given), manifest.snapshot_id, verified=True)
+    report.files = len(manifest.files)
+    report.bytes = sum(entry.size for entry in manifest.files)
+    with (progress or Progress()).task("verify", unit=BYTES, verb="read") as counted:
+        counted.set_total(report.bytes)
+        for entry in manifest.files:
+            found = root / entry.path
+            difference = Difference(entry.path, "", entry.size, None, entry.sha256)
+            if not found.is_file():
+                difference.problem = "missing"
+            elif (size := found.stat().st_size) != entry.size:
+                difference.problem, difference.size = "size", size
+            else:
+                difference.size = size
+                difference.sha256 = hash_file(found, entry.path).sha256
+                if difference.sha256 != entry.sha256:
+                    difference.problem = "sha256"
+            counted.advance(entry.size)
+            if difference.problem:
+                report.differ.append(difference)
+    return report
