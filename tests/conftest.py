@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from ghindex.cli import cli
-from testkit.github_server import GitHubServer
+from ghindex.github.client import GraphQLClient
+from testkit.github_server import GitHubServer, issue_node
 
 _ENV_PREFIXES = ("GHINDEX_", "GITHUB_TOKEN", "GH_TOKEN")
 # One ONNX export of the query encoder for the whole run, never in the user's home.
@@ -135,3 +136,26 @@ def quantised(exported):
     if not (exported / INT8_FILE).exists():
         quantise(exported)
     return exported
+
+
+@pytest.fixture
+def hello(github):
+    """The local API serving octo/hello with two issues."""
+    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
+    return github
+
+
+@pytest.fixture
+def client(hello, monkeypatch):
+    """GraphQLClient(url, token, **options) against the local server; closed after."""
+    made = []
+
+    def make(retries=0, **options):
+        monkeypatch.setenv("GHINDEX_HTTP_RETRIES", str(retries))
+        monkeypatch.setenv("GHINDEX_RETRY_BASE_SECONDS", "0.01")
+        made.append(GraphQLClient(hello.url, hello.token, **options))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()

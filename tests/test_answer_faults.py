@@ -14,31 +14,10 @@ from hypothesis import strategies as st
 
 from ghindex.errors import GitHubError
 from ghindex.github.answers import valid_text
-from ghindex.github.client import GraphQLClient
 from testkit.github_server import GitHubServer, issue_node
 from testkit.state import rows
 
 HELLO = {"owner": "octo", "name": "hello"}
-
-
-@pytest.fixture
-def hello(github):
-    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
-    return github
-
-
-@pytest.fixture
-def client(hello, monkeypatch):
-    made = []
-
-    def make(**options):
-        monkeypatch.setenv("GHINDEX_RETRY_BASE_SECONDS", "0.01")
-        made.append(GraphQLClient(hello.url, hello.token, **options))
-        return made[-1]
-
-    yield make
-    for each in made:
-        each.close()
 
 
 def one_error_line(result) -> str:
@@ -87,9 +66,8 @@ def test_any_parsed_answer_becomes_text_utf8_can_hold(value):
 
 def test_a_trickling_server_is_cut_off_at_the_total_deadline(hello, client, monkeypatch):
     monkeypatch.setenv("GHINDEX_HTTP_DEADLINE", "1.5")
-    monkeypatch.setenv("GHINDEX_HTTP_RETRIES", "1")
     hello.trickle_requests(n=2, seconds=0.2)  # every read answers within its timeout
-    github = client(timeout=5.0)
+    github = client(retries=1, timeout=5.0)
 
     with pytest.raises(GitHubError) as raised:
         github.execute("repository", HELLO)

@@ -66,28 +66,6 @@ def workdir(isolated):
     return isolated / "work"
 
 
-@pytest.fixture
-def hello(github):
-    github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
-    return github
-
-
-@pytest.fixture
-def client(hello, monkeypatch):
-    """GraphQLClient(url, token, **options) against the local server; closed after."""
-    made = []
-
-    def make(retries=0, **options):
-        monkeypatch.setenv("GHINDEX_HTTP_RETRIES", str(retries))
-        monkeypatch.setenv("GHINDEX_RETRY_BASE_SECONDS", "0.01")
-        made.append(GraphQLClient(hello.url, hello.token, **options))
-        return made[-1]
-
-    yield make
-    for each in made:
-        each.close()
-
-
 # ------------------------------------------------------------- transient failures
 
 

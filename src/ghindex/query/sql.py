@@ -141,7 +141,8 @@ def run_on(
     `offset` on, at most `max_rows`. Paths in `hidden`, the database's folder and the
     home directory never appear in an answer or an error. `max_bytes`: a smaller cap on
     the answer's JSON than `GHINDEX_SQL_MAX_BYTES`."""
-    max_bytes = min(max_bytes or MAX_BYTES * 1000, setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES))
+    cap = setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
+    max_bytes = min(max_bytes, cap) if max_bytes else cap
     # where the file lives is nobody's business: answers name it by its file name
     hide = _hider(database_path(con), hidden)
     timer = threading.Timer(timeout, con.interrupt)
