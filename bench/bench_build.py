@@ -107,8 +107,13 @@ def timed_build(
     precision = encoder.precision if encoder is not None else None
     factory = (lambda _name: encoder) if encoder is not None else None
     started = time.perf_counter()
-    report = build(settings, full=full, precision=precision, embedder_factory=factory,
-                   progress=Progress(lambda m: marks.append((m, time.perf_counter()))))  # fmt: skip
+    report = build(
+        settings,
+        full=full,
+        precision=precision,
+        embedder_factory=factory,
+        progress=Progress(lambda m: marks.append((m, time.perf_counter()))),
+    )
     seconds = time.perf_counter() - started
     marks.append(("end", time.perf_counter()))
     phases: dict[str, float] = {}
@@ -179,8 +184,11 @@ def main() -> None:
                 outside[name].append(seconds - phases["encode + cache write"])
                 if not round_ % 2:
                     encode(name)
-                print(f"round {round_ + 1} {name}: build {seconds:.2f}s, "
-                      f"encode {encodes[name][-1]:.2f}s", flush=True)  # fmt: skip
+                print(
+                    f"round {round_ + 1} {name}: build {seconds:.2f}s, "
+                    f"encode {encodes[name][-1]:.2f}s",
+                    flush=True,
+                )
 
         again = [timed_build(settings, full=False) for _ in range(args.rounds)]
         assert all(embedded == 0 for _, _, embedded in again)
@@ -195,8 +203,10 @@ def report(args, texts, names, builds, encodes, outside, vectors, again) -> None
     n = len(texts)
     torch_build = statistics.median(builds[names[0]])
     print(f"\n{args.docs} documents, {n} unique chunks, {args.rounds} rounds\n")
-    print("| encoder | build s | build chunks/s | vs torch build | encode s | encode chunks/s "
-          "| build / encode | build outside encode | cosine to torch (min / mean) |")  # fmt: skip
+    print(
+        "| encoder | build s | build chunks/s | vs torch build | encode s | encode chunks/s "
+        "| build / encode | build outside encode | cosine to torch (min / mean) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in names:
         b, e = statistics.median(builds[name]), statistics.median(encodes[name])
@@ -204,11 +214,15 @@ def report(args, texts, names, builds, encodes, outside, vectors, again) -> None
         own = statistics.median(outside[name])
         cos = (vectors[name] * vectors[names[0]]).sum(axis=1)
         agreement = "—" if name == names[0] else f"{cos.min():.4f} / {cos.mean():.4f}"
-        print(f"| {name} | {b:.2f} | {n / b:.1f} | {torch_build / b:.2f}× | {e:.2f} | "
-              f"{n / e:.1f} | {100 * (ratio - 1):+.1f} % | {own:.2f} s "
-              f"({100 * own / e:.1f} %) | {agreement} |")  # fmt: skip
-    print(f"\n`build` again, nothing changed (embedded=0): "
-          f"{statistics.median(s for s, _, _ in again):.2f} s")  # fmt: skip
+        print(
+            f"| {name} | {b:.2f} | {n / b:.1f} | {torch_build / b:.2f}× | {e:.2f} | "
+            f"{n / e:.1f} | {100 * (ratio - 1):+.1f} % | {own:.2f} s "
+            f"({100 * own / e:.1f} %) | {agreement} |"
+        )
+    print(
+        f"\n`build` again, nothing changed (embedded=0): "
+        f"{statistics.median(s for s, _, _ in again):.2f} s"
+    )
     for name in names:
         times = ", ".join(
             f"{b:.1f}/{e:.1f}" for b, e in zip(builds[name], encodes[name], strict=True)

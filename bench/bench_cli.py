@@ -68,9 +68,13 @@ def _first_entity(workdir: Path) -> str:
 def time_once(args: list[str], workdir: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "ghindex", *args], cwd=workdir, env=env,
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "ghindex", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"ghindex {' '.join(args)} failed: {done.stderr.strip()[:300]}")
@@ -96,8 +100,14 @@ def synthetic_workdir(base: Path, rows: int) -> Path:
     embedder = build_encoder(DEFAULT_MODEL, precision=DEFAULT_PRECISION)
     documents = base_documents(EVAL / "corpus.jsonl", 3000, ChunkSettings())
     chunks, vectors = synthesise(documents, base_vectors(documents, embedder), rows)
-    index.write_chunks(index.connect(staging / "lance"), embedder.name, chunks, vectors,
-                       embedder.dimension, precision=DEFAULT_PRECISION)  # fmt: skip
+    index.write_chunks(
+        index.connect(staging / "lance"),
+        embedder.name,
+        chunks,
+        vectors,
+        embedder.dimension,
+        precision=DEFAULT_PRECISION,
+    )
     manifest = json.loads((staging / "manifest.json").read_text())
     made_by = nearest.basis(embedder.name, DEFAULT_PRECISION)
     manifest["nearest"] = nearest.manifest_entry(
@@ -120,8 +130,12 @@ def demo_phases(runs: int) -> list[tuple[str, list[float]]]:
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="ghindex-demo-") as fresh:
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "ghindex", "demo"], cwd=fresh,
-                           capture_output=True, check=True)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "ghindex", "demo"],
+                cwd=fresh,
+                capture_output=True,
+                check=True,
+            )
             whole.append(time.perf_counter() - started)
         with tempfile.TemporaryDirectory(prefix="ghindex-demo-") as fresh:
             settings = Settings(workdir=Path(fresh) / "demo", graphql_url="", model=DEFAULT_MODEL)
@@ -137,19 +151,23 @@ def demo_phases(runs: int) -> list[tuple[str, list[float]]]:
                 searcher.search(query, filters=filters, k=3, mode=mode)
             searcher.close()
             searched.append(time.perf_counter() - started)
-    return [("`ghindex demo`, whole (fresh directory)", whole),
-            ("phase: load the sample into the state", load),
-            ("phase: build (chunk, embed, index)", built),
-            ("phase: the four searches (incl. loading the encoder)", searched)]  # fmt: skip
+    return [
+        ("`ghindex demo`, whole (fresh directory)", whole),
+        ("phase: load the sample into the state", load),
+        ("phase: build (chunk, embed, index)", built),
+        ("phase: the four searches (incl. loading the encoder)", searched),
+    ]
 
 
 def table(rows: list[tuple[str, list[float]]]) -> None:
     print("| command | median s | p95 s | min s | max s |")
     print("|---|---:|---:|---:|---:|")
     for name, values in rows:
-        print(f"| {name} | {statistics.median(values):.2f} | "
-              f"{float(np.percentile(values, 95)):.2f} | {min(values):.2f} | "
-              f"{max(values):.2f} |")  # fmt: skip
+        print(
+            f"| {name} | {statistics.median(values):.2f} | "
+            f"{float(np.percentile(values, 95)):.2f} | {min(values):.2f} | "
+            f"{max(values):.2f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,9 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     versions = {"": env}
     if args.compare:  # the same commands run by another checkout's code, interleaved
         versions["then "] = {**env, "PYTHONPATH": str(args.compare.resolve())}
-    cases = {f"{label}`ghindex {name}`": (argv_, version_env)
-             for name, argv_ in commands(workdir).items()
-             for label, version_env in versions.items()}  # fmt: skip
+    cases = {
+        f"{label}`ghindex {name}`": (argv_, version_env)
+        for name, argv_ in commands(workdir).items()
+        for label, version_env in versions.items()
+    }
     for argv_, version_env in cases.values():  # warm the page cache and the export, untimed
         time_once(argv_, workdir, version_env)
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -67,8 +67,11 @@ def estimated_cost(name: str) -> int:
         for selection in selection_set.selections:
             if isinstance(selection, FragmentSpreadNode):
                 fragment = fragments[selection.name.value]
-                walk(fragment.selection_set, schema.type_map[fragment.type_condition.name.value],
-                     multiplier)  # fmt: skip
+                walk(
+                    fragment.selection_set,
+                    schema.type_map[fragment.type_condition.name.value],
+                    multiplier,
+                )
                 continue
             if isinstance(selection, InlineFragmentNode):
                 inner = schema.type_map[selection.type_condition.name.value]
@@ -83,10 +86,13 @@ def estimated_cost(name: str) -> int:
             if field_type.name.endswith("Connection"):
                 requests += multiplier
                 size = next(
-                    (page_size(a) for a in selection.arguments or ()
-                     if a.name.value in ("first", "last") and page_size(a)),
+                    (
+                        page_size(a)
+                        for a in selection.arguments or ()
+                        if a.name.value in ("first", "last") and page_size(a)
+                    ),
                     1,
-                )  # fmt: skip
+                )
                 child = multiplier * size
             walk(selection.selection_set, field_type, child)
 
@@ -129,8 +135,9 @@ def synthetic_repo(server: GitHubServer, issues: int, pulls: int) -> None:
         )
     pull_nodes = []
     for n in range(issues + 1, issues + pulls + 1):
-        reviews = [review_node(n * 10 + r, "APPROVED" if r == 1 else "COMMENTED")
-                   for r in range(n % 3)]  # fmt: skip
+        reviews = [
+            review_node(n * 10 + r, "APPROVED" if r == 1 else "COMMENTED") for r in range(n % 3)
+        ]
         pull_nodes.append(
             pull_request_node(
                 n,
@@ -194,8 +201,10 @@ def main() -> None:
 
     print(f"# fetch cost, {platform.node()}, {time.strftime('%Y-%m-%d')}")
     print(f"synthetic repository: {args.issues} issues, {args.pulls} pull requests\n")
-    print("| run | items fetched | requests | lower bound | requests / bound | "
-          "est. points | wall s | s per 1,000 items |")  # fmt: skip
+    print(
+        "| run | items fetched | requests | lower bound | requests / bound | "
+        "est. points | wall s | s per 1,000 items |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = [
         ("full", full, floor),
@@ -212,8 +221,9 @@ def main() -> None:
             f"{per_thousand} |"
         )
     print("\nrequests by operation (full run):", full["operations"])
-    print("estimated points per query:",
-          {op: estimated_cost(f) for op, f in OPERATION_FILES.items()})  # fmt: skip
+    print(
+        "estimated points per query:", {op: estimated_cost(f) for op, f in OPERATION_FILES.items()}
+    )
 
 
 if __name__ == "__main__":

@@ -87,23 +87,46 @@ def repository(server: GitHubServer, issues: int, pulls: int, bodies: list[str])
     for n in range(1, issues + 1):
         count = 45 if n % 50 == 0 else n % 4
         comments = [
-            comment_node(n * 100 + c, body=bodies[(n * 7 + c) % len(bodies)][:400],
-                         createdAt=stamp(n), updatedAt=stamp(n))
+            comment_node(
+                n * 100 + c,
+                body=bodies[(n * 7 + c) % len(bodies)][:400],
+                createdAt=stamp(n),
+                updatedAt=stamp(n),
+            )
             for c in range(count)
-        ]  # fmt: skip
+        ]
         body = bodies[n % len(bodies)]
-        issue_nodes.append(issue_node(n, repo=REPO, title=f"Issue {n}", body=body,
-                                      comments=comments, updatedAt=stamp(n)))  # fmt: skip
+        issue_nodes.append(
+            issue_node(
+                n, repo=REPO, title=f"Issue {n}", body=body, comments=comments, updatedAt=stamp(n)
+            )
+        )
     pull_nodes = []
     for n in range(issues + 1, issues + pulls + 1):
-        reviews = [review_node(n * 10 + r, "APPROVED" if r == 1 else "COMMENTED",
-                               body=f"Review {r} of #{n}.") for r in range(n % 3)]  # fmt: skip
-        pull_nodes.append(pull_request_node(
-            n, repo=REPO, title=f"Pull request {n}", updatedAt=stamp(n), reviews=reviews,
-            body=f"Fixes #{n - issues}.\n\n" + bodies[(n * 3) % len(bodies)][:1500],
-            comments=[comment_node(n * 100, body=bodies[(n * 5) % len(bodies)][:300],
-                                   createdAt=stamp(n), updatedAt=stamp(n))],
-        ))  # fmt: skip
+        reviews = [
+            review_node(
+                n * 10 + r, "APPROVED" if r == 1 else "COMMENTED", body=f"Review {r} of #{n}."
+            )
+            for r in range(n % 3)
+        ]
+        pull_nodes.append(
+            pull_request_node(
+                n,
+                repo=REPO,
+                title=f"Pull request {n}",
+                updatedAt=stamp(n),
+                reviews=reviews,
+                body=f"Fixes #{n - issues}.\n\n" + bodies[(n * 3) % len(bodies)][:1500],
+                comments=[
+                    comment_node(
+                        n * 100,
+                        body=bodies[(n * 5) % len(bodies)][:300],
+                        createdAt=stamp(n),
+                        updatedAt=stamp(n),
+                    )
+                ],
+            )
+        )
     server.add_repo(REPO, issues=issue_nodes, pull_requests=pull_nodes)
     nested = sum(len(n["comments"]) for n in issue_nodes + pull_nodes)
     return issues + pulls + nested + sum(len(n["reviews"]) for n in pull_nodes)
@@ -113,8 +136,9 @@ def add_comment(server: GitHubServer, number: int, database_id: int, words: str,
     """One new comment on issue `number`, its issue updated as GitHub updates it."""
     with server.lock:
         issue = server.repos[REPO]["issues"][number - 1]
-        issue["comments"].append(comment_node(database_id, body=words, createdAt=stamp(at),
-                                              updatedAt=stamp(at)))  # fmt: skip
+        issue["comments"].append(
+            comment_node(database_id, body=words, createdAt=stamp(at), updatedAt=stamp(at))
+        )
         issue["updatedAt"] = stamp(at)
 
 
@@ -195,21 +219,36 @@ class Bench:
         self.github._handle = stamped  # type: ignore[method-assign]
 
     async def update(self, variant: str, workdir: Path, cache: Path) -> Update:
-        env = {**self.env, "GHINDEX_WORKDIR": str(workdir), "GHINDEX_CACHE_DIR": str(cache),
-               "AWS_ENDPOINT_URL": self.updates_proxy.url}  # fmt: skip
+        env = {
+            **self.env,
+            "GHINDEX_WORKDIR": str(workdir),
+            "GHINDEX_CACHE_DIR": str(cache),
+            "AWS_ENDPOINT_URL": self.updates_proxy.url,
+        }
         self.stamps.clear()
         self.updates_proxy.clear()
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ghindex", "update", "--repo", REPO, "--store", STORE,
-            "--json", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "ghindex",
+            "update",
+            "--repo",
+            REPO,
+            "--store",
+            STORE,
+            "--json",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await process.communicate()
         wall = time.monotonic() - started
         if process.returncode != 0:
             raise SystemExit(f"ghindex update failed:\n{err.decode()[-3000:]}")
-        return Update(variant, wall, json.loads(out), sorted(self.stamps),
-                      self.updates_proxy.taken())  # fmt: skip
+        return Update(
+            variant, wall, json.loads(out), sorted(self.stamps), self.updates_proxy.taken()
+        )
 
 
 async def until_served(client, update: Update, words: str, handle: str, timeout: float):
@@ -240,9 +279,12 @@ async def scenario(bench: Bench, args: argparse.Namespace) -> tuple[list[Update]
     first = await bench.update("first", bench.tmp / "runner-0", first_cache)
     bench.server_proxy.clear()
     interval = str(args.sync_interval)
-    serve_env = {**bench.env, "GHINDEX_WORKDIR": str(bench.tmp / "server"),
-                 "GHINDEX_CACHE_DIR": str(first_cache),
-                 "AWS_ENDPOINT_URL": bench.server_proxy.url}  # fmt: skip
+    serve_env = {
+        **bench.env,
+        "GHINDEX_WORKDIR": str(bench.tmp / "server"),
+        "GHINDEX_CACHE_DIR": str(first_cache),
+        "AWS_ENDPOINT_URL": bench.server_proxy.url,
+    }
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "ghindex", "serve", "--store", STORE, "--sync-interval", interval],
@@ -282,8 +324,10 @@ async def scenario(bench: Bench, args: argparse.Namespace) -> tuple[list[Update]
                     done.server_bytes = sum(r.received for r in served if "/blobs/" in r.path)
                     done.weigh_uploads(Store(STORE))
                     updates.append(done)
-                    print(f"  {variant}: {done.wall:.1f} s, picked up after {done.pickup:.1f} s",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"  {variant}: {done.wall:.1f} s, picked up after {done.pickup:.1f} s",
+                        flush=True,
+                    )
     checks = [r for r in seen if r.query.get("list-type")]
     return updates, {"first": first, "checks": checks}
 
@@ -302,12 +346,16 @@ def report(updates: list[Update], extra: dict, args: argparse.Namespace) -> None
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"\n# freshness, {platform.node()} ({os.cpu_count()} cores), {when}")
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
-    print(f"{extra['items']:,} items on the GraphQL server (issues, pull requests, comments, "
-          f"reviews); index rows: {kinds}; first snapshot {first.snapshot_bytes:,} bytes, "
-          f"built and published in {first.wall:.0f} s; --sync-interval "
-          f"{args.sync_interval:g} s; medians of {args.rounds} rounds\n")  # fmt: skip
-    print("| update after one new comment | wall s | pull s | fetch s | build s | publish s | "
-          "start-up and the rest s | GraphQL requests | embedded |")  # fmt: skip
+    print(
+        f"{extra['items']:,} items on the GraphQL server (issues, pull requests, comments, "
+        f"reviews); index rows: {kinds}; first snapshot {first.snapshot_bytes:,} bytes, "
+        f"built and published in {first.wall:.0f} s; --sync-interval "
+        f"{args.sync_interval:g} s; medians of {args.rounds} rounds\n"
+    )
+    print(
+        "| update after one new comment | wall s | pull s | fetch s | build s | publish s | "
+        "start-up and the rest s | GraphQL requests | embedded |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for variant in VARIANTS:
         runs = [u for u in updates if u.variant == variant]
@@ -317,9 +365,11 @@ def report(updates: list[Update], extra: dict, args: argparse.Namespace) -> None
         cells.append(f"{median([len(u.graphql) for u in runs]):.0f}")
         cells.append(f"{median([u.report['built']['embedded'] for u in runs]):.0f}")
         print(f"| {variant} | {' | '.join(cells)} |")
-    print("\n| update after one new comment | snapshot pulled, bytes | downloaded | share | "
-          "snapshot published, bytes | uploaded | share | read while publishing | "
-          "store requests |")  # fmt: skip
+    print(
+        "\n| update after one new comment | snapshot pulled, bytes | downloaded | share | "
+        "snapshot published, bytes | uploaded | share | read while publishing | "
+        "store requests |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for variant in VARIANTS:
         runs = [u for u in updates if u.variant == variant]
@@ -328,9 +378,11 @@ def report(updates: list[Update], extra: dict, args: argparse.Namespace) -> None
         size = median([u.snapshot_bytes for u in runs])
         up = median([sum(r.sent for r in u.phase("publish")) for u in runs])
         read = median([sum(r.received for r in u.phase("publish")) for u in runs])
-        print(f"| {variant} | {pulled:,.0f} | {down:,.0f} | {share(down, pulled)} | {size:,.0f} | "
-              f"{up:,.0f} | {share(up, size)} | {read:,.0f} | "
-              f"{median([len(u.store) for u in runs]):.0f} |")  # fmt: skip
+        print(
+            f"| {variant} | {pulled:,.0f} | {down:,.0f} | {share(down, pulled)} | {size:,.0f} | "
+            f"{up:,.0f} | {share(up, size)} | {read:,.0f} | "
+            f"{median([len(u.store) for u in runs]):.0f} |"
+        )
     kept = [u for u in updates if u.variant == VARIANTS[-1]]
     print("\n| what a publish uploads (workdir kept) | bytes in the snapshot | uploaded | share |")
     print("|---|---:|---:|---:|")
@@ -338,26 +390,36 @@ def report(updates: list[Update], extra: dict, args: argparse.Namespace) -> None
         size = median([u.uploads[name][0] for u in kept if name in u.uploads])
         sent = median([u.uploads[name][1] for u in kept if name in u.uploads])
         print(f"| {name} | {size:,.0f} | {sent:,.0f} | {share(sent, size)} |")
-    print(f"\n| running `ghindex serve --store`, --sync-interval {args.sync_interval:g} s "
-          "| median | max |")  # fmt: skip
+    print(
+        f"\n| running `ghindex serve --store`, --sync-interval {args.sync_interval:g} s "
+        "| median | max |"
+    )
     print("|---|---:|---:|")
     pickups = [u.pickup for u in updates]
     swaps = [u.swap_seen for u in updates]
-    print(f"| pointer moved -> `status` names the new snapshot, s | {median(swaps):.1f} | "
-          f"{max(swaps):.1f} |")  # fmt: skip
-    print(f"| pointer moved -> `search` answers with the new comment, s | {median(pickups):.1f} | "
-          f"{max(pickups):.1f} |")  # fmt: skip
+    print(
+        f"| pointer moved -> `status` names the new snapshot, s | {median(swaps):.1f} | "
+        f"{max(swaps):.1f} |"
+    )
+    print(
+        f"| pointer moved -> `search` answers with the new comment, s | {median(pickups):.1f} | "
+        f"{max(pickups):.1f} |"
+    )
     server_bytes = [u.server_bytes for u in updates]
-    print(f"| bytes the server downloaded to swap the snapshot in | {median(server_bytes):,.0f} | "
-          f"{max(server_bytes):,} |")  # fmt: skip
+    print(
+        f"| bytes the server downloaded to swap the snapshot in | {median(server_bytes):,.0f} | "
+        f"{max(server_bytes):,} |"
+    )
     checks = extra["checks"]
     idle = [r for r in checks if r.answer.count(b"<Key>") == 1]
     print(
         f"| checks with nothing new: requests each, response bytes | 1, "
         f"{median([r.received for r in idle]):,.0f} | 1, {max(r.received for r in idle):,} |"
     )
-    print(f"\n{len(updates)} updates picked up; the server checked the store {len(checks)} times, "
-          f"{len(idle)} of them finding nothing new (one listing each).")  # fmt: skip
+    print(
+        f"\n{len(updates)} updates picked up; the server checked the store {len(checks)} times, "
+        f"{len(idle)} of them finding nothing new (one listing each)."
+    )
 
 
 def main() -> None:
@@ -373,12 +435,20 @@ def main() -> None:
     moto, endpoint = start_s3("bench")
     tmp = Path(tempfile.mkdtemp(prefix="ghindex-bench-fresh-"))
     try:
-        with GitHubServer() as github, StoreProxy(endpoint) as updates_proxy, \
-                StoreProxy(endpoint) as server_proxy:  # fmt: skip
+        with (
+            GitHubServer() as github,
+            StoreProxy(endpoint) as updates_proxy,
+            StoreProxy(endpoint) as server_proxy,
+        ):
             env = {k: v for k, v in os.environ.items() if not k.startswith(("GHINDEX_", "AWS_"))}
-            env.update(HF_HUB_OFFLINE="1", GITHUB_TOKEN=github.token,
-                       GHINDEX_GRAPHQL_URL=github.url, AWS_ACCESS_KEY_ID="bench",
-                       AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")  # fmt: skip
+            env.update(
+                HF_HUB_OFFLINE="1",
+                GITHUB_TOKEN=github.token,
+                GHINDEX_GRAPHQL_URL=github.url,
+                AWS_ACCESS_KEY_ID="bench",
+                AWS_SECRET_ACCESS_KEY="bench",
+                AWS_DEFAULT_REGION="us-east-1",
+            )
             items = repository(github, args.issues, args.pulls, texts(args.corpus))
             bench = Bench(github, updates_proxy, server_proxy, tmp, env)
             bench.watch_graphql()

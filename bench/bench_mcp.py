@@ -391,10 +391,12 @@ def main() -> None:
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for size, _indexed, _times, _memory, load in results:
         idle, loaded = load["idle"], load["loaded"]
-        print(f"| {size:,} | {ms(idle, 50):.1f} / {ms(idle, 95):.1f} "
-              f"| {ms(loaded, 50):.1f} / {ms(loaded, 95):.1f} "
-              f"| {ms(loaded, 95) / ms(idle, 95):.2f} | {load['heavy_calls']} "
-              f"| {load['peak_rss_mb']:.0f} | {load['runaway_s']:.2f} s |")  # fmt: skip
+        print(
+            f"| {size:,} | {ms(idle, 50):.1f} / {ms(idle, 95):.1f} "
+            f"| {ms(loaded, 50):.1f} / {ms(loaded, 95):.1f} "
+            f"| {ms(loaded, 95) / ms(idle, 95):.2f} | {load['heavy_calls']} "
+            f"| {load['peak_rss_mb']:.0f} | {load['runaway_s']:.2f} s |"
+        )
         print(f"\nrunaway answer ({size:,}): {load['runaway_answer']}")
 
 

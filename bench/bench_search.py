@@ -202,8 +202,14 @@ def main() -> None:
             chunks, table_vectors = synthesise(documents, vectors, size)
             started = time.perf_counter()
             db = index.connect(lance)
-            index.write_chunks(db, embedder.name, chunks, table_vectors, embedder.dimension,
-                               precision=args.precision)  # fmt: skip
+            index.write_chunks(
+                db,
+                embedder.name,
+                chunks,
+                table_vectors,
+                embedder.dimension,
+                precision=args.precision,
+            )
             write_s = time.perf_counter() - started
             print(f"{size} chunks written in {write_s:.1f}s", flush=True)
             searcher = Searcher(lance)

@@ -74,10 +74,14 @@ def store_issues(settings: Settings, numbers: range, bodies: list[str], edit: st
             items.save_repository(con, repository_node(REPO))
             for start in range(numbers.start, numbers.stop, 1000):
                 page = [
-                    issue_node(n, repo=REPO, title=f"Issue {n}{edit}",
-                               body=bodies[n % len(bodies)] + f"\n\nSee #{n}.")
+                    issue_node(
+                        n,
+                        repo=REPO,
+                        title=f"Issue {n}{edit}",
+                        body=bodies[n % len(bodies)] + f"\n\nSee #{n}.",
+                    )
                     for n in range(start, min(start + 1000, numbers.stop))
-                ]  # fmt: skip
+                ]
                 items.save_issues(con, REPO, as_response(page))
     finally:
         con.close()
@@ -88,9 +92,12 @@ def seed_cache(settings: Settings, rng: np.random.Generator, dim: int = 384) -> 
     con = open_state(settings.state_path)
     try:
         hashes = sorted(
-            {c.content_hash for d in iter_documents(con)
-             for c in chunk_document(d, ChunkSettings())}
-        )  # fmt: skip
+            {
+                c.content_hash
+                for d in iter_documents(con)
+                for c in chunk_document(d, ChunkSettings())
+            }
+        )
     finally:
         con.close()
     db = index.connect(settings.lance_path)
@@ -164,10 +171,20 @@ def main() -> None:
         for round_ in range(args.rounds):
             target = tmp / f"rss-{round_}"
             done = subprocess.run(
-                [sys.executable, "-c", PEAK, "pull", "--store", "s3://bench/ghindex",
-                 "--dest", str(target)],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-c",
+                    PEAK,
+                    "pull",
+                    "--store",
+                    "s3://bench/ghindex",
+                    "--dest",
+                    str(target),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert done.returncode == 0, done.stderr
             peak_mib.append(int(done.stderr.strip().splitlines()[-1]) / 1024)
             shutil.rmtree(target)
@@ -197,11 +214,15 @@ def main() -> None:
     print("| step | snapshot bytes | bytes moved | share |")
     print("|---|---:|---:|---:|")
     print(f"| first publish | {first.bytes:,} | {first.bytes_uploaded:,} | 100 % |")
-    print(f"| publish after 1% of issues changed ({second_build.updated} chunk rows "
-          f"rewritten) | {second.bytes:,} | {second.bytes_uploaded:,} | "
-          f"{100 * second.bytes_uploaded / second.bytes:.1f} % |")  # fmt: skip
-    print(f"| pull after that change | {again.bytes:,} | {again.bytes_downloaded:,} | "
-          f"{100 * again.bytes_downloaded / again.bytes:.1f} % |")  # fmt: skip
+    print(
+        f"| publish after 1% of issues changed ({second_build.updated} chunk rows "
+        f"rewritten) | {second.bytes:,} | {second.bytes_uploaded:,} | "
+        f"{100 * second.bytes_uploaded / second.bytes:.1f} % |"
+    )
+    print(
+        f"| pull after that change | {again.bytes:,} | {again.bytes_downloaded:,} | "
+        f"{100 * again.bytes_downloaded / again.bytes:.1f} % |"
+    )
     print(f"\nstore holds {store_bytes:,} bytes for both snapshots\n")
     print("| full download from the local S3 server | median s |")
     print("|---|---:|")
@@ -210,12 +231,16 @@ def main() -> None:
     print(f"| ratio | {statistics.median(pulls) / statistics.median(copies):.2f}× |")
     print("\n| `ghindex pull` process | value |")
     print("|---|---:|")
-    print(f"| peak resident memory, full pull of {latest_bytes:,} bytes (max of "
-          f"{args.rounds}) | {max(peak_mib):.0f} MiB |")  # fmt: skip
+    print(
+        f"| peak resident memory, full pull of {latest_bytes:,} bytes (max of "
+        f"{args.rounds}) | {max(peak_mib):.0f} MiB |"
+    )
     idle_ms = statistics.median(idle) * 1000
     print(f"| pull with nothing new, median of {len(idle)} | {idle_ms:.1f} ms |")
-    print(f"| store requests of a pull with nothing new | "
-          f"{', '.join(f'{n} {k}' for k, n in sorted(idle_calls.items()))} |")  # fmt: skip
+    print(
+        f"| store requests of a pull with nothing new | "
+        f"{', '.join(f'{n} {k}' for k, n in sorted(idle_calls.items()))} |"
+    )
 
 
 if __name__ == "__main__":

@@ -146,10 +146,15 @@ def build_index(
 
     started = time.perf_counter()
     report = build(
-        settings, model=model, embedder_factory=factory, progress=Progress(say), chunking=chunking,
-        precision=precision, full=True,  # full: the chunks may be of another precision
+        settings,
+        model=model,
+        embedder_factory=factory,
+        progress=Progress(say),
+        chunking=chunking,
+        precision=precision,
+        full=True,  # full: the chunks may be of another precision
         doc_settings=documents,
-    )  # fmt: skip
+    )
     say(
         f"built in {time.perf_counter() - started:.1f} s: {report.documents} documents "
         f"{report.counts}, {report.chunks} chunks, {report.embedded} embedded, "
@@ -443,20 +448,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit-docs", type=int, help="the queries' documents, then others")
     parser.add_argument("--k", type=int, default=10, help="cut-off of every metric")
     parser.add_argument(
-        "--budget", nargs="*", type=budget_pair, metavar="TYPE=ROWS",
+        "--budget",
+        nargs="*",
+        type=budget_pair,
+        metavar="TYPE=ROWS",
         help="rows per document of a type (e.g. diff=2 issue=2), replacing the default "
         "budget; --budget alone: every piece",
-    )  # fmt: skip
+    )
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     parser.add_argument(
-        "--no-commit-summary", dest="commit_summary", action="store_false",
+        "--no-commit-summary",
+        dest="commit_summary",
+        action="store_false",
         help="no row of each commit's message and files beside its file diffs",
-    )  # fmt: skip
+    )
     parser.add_argument("--tail-tokens", type=int, help="text a budget's last row carries")
     parser.add_argument(
-        "--no-baseline", dest="baseline", action="store_false",
+        "--no-baseline",
+        dest="baseline",
+        action="store_false",
         help="skip the naive whole-document index (BM25 + dense + RRF) measured beside",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     if args.k < 1:
         parser.error("--k must be at least 1")

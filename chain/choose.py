@@ -14,8 +14,16 @@ import json
 import os
 from datetime import UTC, datetime
 
-TRUSTED = {"push", "schedule", "workflow_dispatch", "issues", "issue_comment", "discussion",
-           "discussion_comment", "release"}  # fmt: skip
+TRUSTED = {
+    "push",
+    "schedule",
+    "workflow_dispatch",
+    "issues",
+    "issue_comment",
+    "discussion",
+    "discussion_comment",
+    "release",
+}
 ALWAYS_RUN = {"push", "schedule", "workflow_dispatch"}  # never skipped by min-interval
 
 
@@ -72,8 +80,10 @@ def too_soon(trusted: list[dict], event: str, minutes: float) -> bool:
     since = (datetime.now(UTC) - last).total_seconds() / 60
     if since >= minutes:
         return False
-    print(f"skipped: the last run started {since:.0f} min ago, less than the min-interval of "
-          f"{minutes:g}; the next run catches up")  # fmt: skip
+    print(
+        f"skipped: the last run started {since:.0f} min ago, less than the min-interval of "
+        f"{minutes:g}; the next run catches up"
+    )
     return True
 
 
@@ -82,8 +92,9 @@ def main() -> None:
     own, branch = repository["id"], repository["default_branch"]
     runs = {run["id"]: run for run in read("ghindex-runs.json").get("workflow_runs", [])}
     current = os.environ.get("CURRENT_RUN", "")
-    trusted = [r for r in runs.values()
-               if distrust(r, own, branch) is None and str(r["id"]) != current]  # fmt: skip
+    trusted = [
+        r for r in runs.values() if distrust(r, own, branch) is None and str(r["id"]) != current
+    ]
     chosen = previous(read("ghindex-artifacts.json").get("artifacts", []), runs, own, branch)
     minutes = float(os.environ.get("MIN_INTERVAL") or 0)
     skip = too_soon(trusted, os.environ.get("GITHUB_EVENT_NAME", ""), minutes)

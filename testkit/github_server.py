@@ -515,8 +515,12 @@ def _resolve_owner(_root: Any, info: Any, login: str) -> dict[str, Any] | None:
         ]
     if not owned:
         return None
-    return {"__typename": "Organization", "login": login, "id": _node_id("O_", login),
-            _OWNED: owned}  # fmt: skip
+    return {
+        "__typename": "Organization",
+        "login": login,
+        "id": _node_id("O_", login),
+        _OWNED: owned,
+    }
 
 
 def _resolve_owner_repositories(
@@ -594,8 +598,12 @@ def _resolve_field(source: Any, info: Any, **args: Any) -> Any:
         items: list[Any] = []
     elif isinstance(value, Mapping):
         if "nodes" not in value:
-            return {"totalCount": value.get("totalCount", 0), "nodes": [], "edges": [],
-                    "pageInfo": _page_info(False, False, None, None)}  # fmt: skip
+            return {
+                "totalCount": value.get("totalCount", 0),
+                "nodes": [],
+                "edges": [],
+                "pageInfo": _page_info(False, False, None, None),
+            }
         items = list(value["nodes"])
     else:
         items = list(value)
@@ -806,9 +814,14 @@ def pull_request_node(number: int, repo: str = "octo/hello", **fields: Any) -> d
 
 
 _CONNECTION_KEYS = {
-    "comments", "timelineItems", "reviews", "reviewThreads", "closingIssuesReferences",
-    "commits", "replies",
-}  # fmt: skip
+    "comments",
+    "timelineItems",
+    "reviews",
+    "reviewThreads",
+    "closingIssuesReferences",
+    "commits",
+    "replies",
+}
 
 
 def as_response(node: Any) -> Any:
@@ -1229,8 +1242,10 @@ class GitHubServer:
                     ("releases", "Release"),
                 ):
                     # an item knows its repository, as on GitHub
-                    owned = [{"repository": entry.get("repository"), **item}
-                             for item in entry.get(key, [])]  # fmt: skip
+                    owned = [
+                        {"repository": entry.get("repository"), **item}
+                        for item in entry.get(key, [])
+                    ]
                     _walk_nodes(owned, types[typename], self.schema, found)
         return found
 
@@ -1494,12 +1509,17 @@ class GitHubServer:
             )
             return {"errors": [{"type": "MAX_NODE_LIMIT_EXCEEDED", "message": message}]}
         if self.timeout_above_nodes is not None and nodes > self.timeout_above_nodes:
-            return {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}],
-                    _STATUS: self.timeout_status}  # fmt: skip
+            return {
+                "data": None,
+                "errors": [{"message": TIMEOUT_MESSAGE}],
+                _STATUS: self.timeout_status,
+            }
         if self.resource_limit_above_nodes is not None and nodes > self.resource_limit_above_nodes:
             message = "Resource limits for this query exceeded. Please reduce the query's scope."
-            return {"data": None, "errors": [{"type": "RESOURCE_LIMITS_EXCEEDED",
-                                              "message": message}]}  # fmt: skip
+            return {
+                "data": None,
+                "errors": [{"type": "RESOURCE_LIMITS_EXCEEDED", "message": message}],
+            }
         result = execute_sync(
             self.schema,
             document,

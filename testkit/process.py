@@ -8,8 +8,9 @@ import sys
 
 def fresh_python(script: str, *args: str) -> str:
     """What `script` prints, run by a new interpreter with `args` as sys.argv[1:]."""
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    )
     return done.stdout
 
 

@@ -42,11 +42,17 @@ def built_workdir(path, count, *, topics=7, repeat=20):
     from testkit.github_server import issue_node
 
     settings = settings_for(path)
-    store_issues(settings, [
-        issue_node(n, title=f"Issue {n} about topic {n % topics}",
-                   body=f"Details of issue {n}. " + "More words here. " * repeat)
-        for n in range(1, count + 1)
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                n,
+                title=f"Issue {n} about topic {n % topics}",
+                body=f"Details of issue {n}. " + "More words here. " * repeat,
+            )
+            for n in range(1, count + 1)
+        ],
+    )
     build(settings)
     return path
 

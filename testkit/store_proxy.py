@@ -23,8 +23,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 # Headers that describe one connection, not the message: never forwarded.
 KEPT = 64 * 1024  # response bodies up to this size are kept in the log
-_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
-        "upgrade", "content-length"}  # fmt: skip
+_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
 
 
 def start_s3(bucket: str) -> tuple[Any, str]:
@@ -38,8 +46,12 @@ def start_s3(bucket: str) -> tuple[Any, str]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)  # fmt: skip
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=endpoint,
+    )
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
     return server, endpoint
 
@@ -79,8 +91,12 @@ class StoreProxy:
         httpd.daemon_threads = True
         httpd.proxy = self  # type: ignore[attr-defined]
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="store-proxy", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="store-proxy",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -133,9 +149,19 @@ class _Handler(BaseHTTPRequestHandler):
             upstream.close()
         parts = urlsplit(self.path)
         # logged before the client has its answer, so the log is complete when it goes on
-        proxy.record(Request(self.command, parts.path, dict(parse_qsl(parts.query)),
-                             response.status, len(body), len(data), started, time.monotonic(),
-                             data if len(data) <= KEPT else b""))  # fmt: skip
+        proxy.record(
+            Request(
+                self.command,
+                parts.path,
+                dict(parse_qsl(parts.query)),
+                response.status,
+                len(body),
+                len(data),
+                started,
+                time.monotonic(),
+                data if len(data) <= KEPT else b"",
+            )
+        )
         self.send_response_only(response.status, response.reason)
         for name, value in response.getheaders():
             if name.lower() not in _HOP:

@@ -72,9 +72,12 @@ def run_tool(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_action_validates_against_the_action_schema():
     result = run_tool(
-        "check-jsonschema", "--builtin-schema", "vendor.github-actions", "action.yml",
+        "check-jsonschema",
+        "--builtin-schema",
+        "vendor.github-actions",
+        "action.yml",
         "chain/action.yml",
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -87,9 +90,15 @@ def test_every_workflow_validates_against_the_workflow_schema():
 def test_zizmor_finds_nothing():
     files = [relative(p) for p in [ACTION, CHAIN, *ALL_WORKFLOWS]]
     result = run_tool(
-        "zizmor", "--offline", "--config", ".github/zizmor.yml", "--format", "json",
-        "--no-progress", *files,
-    )  # fmt: skip
+        "zizmor",
+        "--offline",
+        "--config",
+        ".github/zizmor.yml",
+        "--format",
+        "json",
+        "--no-progress",
+        *files,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout) == []
 
@@ -164,8 +173,9 @@ def test_callers_pass_only_inputs_that_exist():
     for path in ALL_WORKFLOWS:
         workflow = load(path)
         for name, job in workflow["jobs"].items():
-            if job.get("uses", "").startswith(("ghindex/ghindex/.github/workflows/index.yml",
-                                               "./.github/workflows/index.yml")):  # fmt: skip
+            if job.get("uses", "").startswith(
+                ("ghindex/ghindex/.github/workflows/index.yml", "./.github/workflows/index.yml")
+            ):
                 assert set(job.get("with", {})) <= set(reusable["inputs"]), (relative(path), name)
                 secrets = job.get("secrets", {})
                 assert secrets == "inherit" or set(secrets) <= set(reusable.get("secrets", {}))
@@ -284,8 +294,9 @@ class ActionRun:
     """Runs the action's `run:` steps the way the runner does: `bash -e -o pipefail`,
     with each step's `env:` resolved from the inputs and contexts given here."""
 
-    def __init__(self, tmp: Path, github_url: str, token: str, inputs: dict[str, str],
-                 runner: str = "runner") -> None:  # fmt: skip
+    def __init__(
+        self, tmp: Path, github_url: str, token: str, inputs: dict[str, str], runner: str = "runner"
+    ) -> None:
         self.action = load(ACTION)
         self.tmp = tmp / runner
         self.temp = self.tmp / "temp"
@@ -343,8 +354,12 @@ class ActionRun:
         script.write_text(step["run"])
         result = subprocess.run(
             ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-            cwd=self.workspace, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            cwd=self.workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if expect_failure:
             assert result.returncode != 0, result.stdout + result.stderr
             return result
@@ -369,8 +384,13 @@ def make_clone(path: Path) -> Path:
     }
 
     def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=path, env=git_env,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-c", "commit.gpgsign=false", *args],
+            cwd=path,
+            env=git_env,
+            check=True,
+            capture_output=True,
+        )
 
     path.mkdir(parents=True)
     git("init", "-q", "-b", "main")
@@ -384,13 +404,20 @@ def make_clone(path: Path) -> Path:
 
 
 def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
-    github.add_repo(repo, issues=[
-        issue_node(n, repo=repo, title=f"Greeting {n} is rude",
-                   body=f"Greeting number {n} of {repo} sounds rude.",
-                   updatedAt=f"2024-01-0{n}T00:00:00Z",
-                   comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")])
-        for n in (1, 2, 3)
-    ])  # fmt: skip
+    github.add_repo(
+        repo,
+        issues=[
+            issue_node(
+                n,
+                repo=repo,
+                title=f"Greeting {n} is rude",
+                body=f"Greeting number {n} of {repo} sounds rude.",
+                updatedAt=f"2024-01-0{n}T00:00:00Z",
+                comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")],
+            )
+            for n in (1, 2, 3)
+        ],
+    )
 
 
 @pytest.mark.slow

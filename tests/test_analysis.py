@@ -51,74 +51,148 @@ def known(github, run, isolated):
     github.add_repo(
         "octo/metrics",
         issues=[
-            issue_node(1, repo="octo/metrics", title="Crash", author=ana, state="CLOSED",
-                       createdAt=at(0), closedAt=at(10), updatedAt=at(10),
-                       labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]},
-                       comments=[comment_node(11, author=ana, createdAt=at(1), updatedAt=at(1)),
-                                 comment_node(12, author=bot, createdAt=at(1.5),
-                                              updatedAt=at(1.5)),
-                                 comment_node(13, author=bob, createdAt=at(2), updatedAt=at(2))]),
-            issue_node(2, repo="octo/metrics", title="Old idea", author=bob, createdAt=at(-5000),
-                       updatedAt=at(-5000)),
-            issue_node(3, repo="octo/metrics", title="Fresh", author=bob, createdAt=at(200),
-                       updatedAt=format_time(parse_time(at(0)) + timedelta(days=3650)),
-                       labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]}),
+            issue_node(
+                1,
+                repo="octo/metrics",
+                title="Crash",
+                author=ana,
+                state="CLOSED",
+                createdAt=at(0),
+                closedAt=at(10),
+                updatedAt=at(10),
+                labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]},
+                comments=[
+                    comment_node(11, author=ana, createdAt=at(1), updatedAt=at(1)),
+                    comment_node(12, author=bot, createdAt=at(1.5), updatedAt=at(1.5)),
+                    comment_node(13, author=bob, createdAt=at(2), updatedAt=at(2)),
+                ],
+            ),
+            issue_node(
+                2,
+                repo="octo/metrics",
+                title="Old idea",
+                author=bob,
+                createdAt=at(-5000),
+                updatedAt=at(-5000),
+            ),
+            issue_node(
+                3,
+                repo="octo/metrics",
+                title="Fresh",
+                author=bob,
+                createdAt=at(200),
+                updatedAt=format_time(parse_time(at(0)) + timedelta(days=3650)),
+                labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]},
+            ),
         ],
         pull_requests=[
-            pull_request_node(4, repo="octo/metrics", title="Fix the crash", author=bob,
-                              state="MERGED", merged=True, createdAt=at(3), mergedAt=at(27),
-                              closedAt=at(27), updatedAt=at(27),
-                              closingIssuesReferences=[ref("octo/metrics", 1)],
-                              reviews=[review_node(41, "COMMENTED", author=bob,
-                                                   submittedAt=at(4), createdAt=at(4),
-                                                   updatedAt=at(4)),
-                                       review_node(42, "APPROVED", author=ana,
-                                                   submittedAt=at(8), createdAt=at(8),
-                                                   updatedAt=at(8))]),
-            pull_request_node(5, repo="octo/metrics", title="Waiting", author=ana,
-                              createdAt=at(30), updatedAt=at(30)),
-            pull_request_node(6, repo="octo/metrics", title="Draft", author=ana, isDraft=True,
-                              createdAt=at(31), updatedAt=at(31)),
+            pull_request_node(
+                4,
+                repo="octo/metrics",
+                title="Fix the crash",
+                author=bob,
+                state="MERGED",
+                merged=True,
+                createdAt=at(3),
+                mergedAt=at(27),
+                closedAt=at(27),
+                updatedAt=at(27),
+                closingIssuesReferences=[ref("octo/metrics", 1)],
+                reviews=[
+                    review_node(
+                        41,
+                        "COMMENTED",
+                        author=bob,
+                        submittedAt=at(4),
+                        createdAt=at(4),
+                        updatedAt=at(4),
+                    ),
+                    review_node(
+                        42,
+                        "APPROVED",
+                        author=ana,
+                        submittedAt=at(8),
+                        createdAt=at(8),
+                        updatedAt=at(8),
+                    ),
+                ],
+            ),
+            pull_request_node(
+                5,
+                repo="octo/metrics",
+                title="Waiting",
+                author=ana,
+                createdAt=at(30),
+                updatedAt=at(30),
+            ),
+            pull_request_node(
+                6,
+                repo="octo/metrics",
+                title="Draft",
+                author=ana,
+                isDraft=True,
+                createdAt=at(31),
+                updatedAt=at(31),
+            ),
         ],
-    )  # fmt: skip
+    )
     assert run("fetch", "--repo", "octo/metrics").exit_code == 0
     return isolated / "work"
 
 
 @pytest.mark.slow
 def test_views_give_the_known_answers(known):
-    assert rows(known, "SELECT number, hours_to_first_response, hours_to_close "
-                       "FROM issue_response_times ORDER BY number") == [
-        (1, 2.0, 10.0), (2, None, None), (3, None, None),
-    ]  # fmt: skip
-    assert rows(known, "SELECT number, hours_to_first_review, hours_to_merge "
-                       "FROM pr_review_times ORDER BY number") == [
-        (4, 5.0, 24.0), (5, None, None), (6, None, None),
-    ]  # fmt: skip
+    assert rows(
+        known,
+        "SELECT number, hours_to_first_response, hours_to_close "
+        "FROM issue_response_times ORDER BY number",
+    ) == [
+        (1, 2.0, 10.0),
+        (2, None, None),
+        (3, None, None),
+    ]
+    assert rows(
+        known,
+        "SELECT number, hours_to_first_review, hours_to_merge FROM pr_review_times ORDER BY number",
+    ) == [
+        (4, 5.0, 24.0),
+        (5, None, None),
+        (6, None, None),
+    ]
     assert rows(known, "SELECT number, url FROM open_prs_awaiting_review") == [
         (5, "https://github.com/octo/metrics/pull/5"),
-    ]  # fmt: skip
+    ]
     assert rows(known, "SELECT number, url FROM stale_issues") == [
         (2, "https://github.com/octo/metrics/issues/2"),
-    ]  # fmt: skip
+    ]
     # how long an item has waited is counted to now(): the same moment the row was read at
-    for view, since, days in (("open_prs_awaiting_review", "created_at", "days_waiting"),
-                              ("stale_issues", "updated_at", "days_idle")):  # fmt: skip
+    for view, since, days in (
+        ("open_prs_awaiting_review", "created_at", "days_waiting"),
+        ("stale_issues", "updated_at", "days_idle"),
+    ):
         [(now, moment, value)] = rows(known, f"SELECT now(), {since}, {days} FROM {view}")
         assert value == round((now - moment).total_seconds() / 86400, 1), view
-    assert rows(known, "SELECT label, open_issues, closed_issues, open_prs, closed_prs, total "
-                       "FROM label_distribution") == [("bug", 1, 1, 0, 0, 2)]  # fmt: skip
+    assert rows(
+        known,
+        "SELECT label, open_issues, closed_issues, open_prs, closed_prs, total "
+        "FROM label_distribution",
+    ) == [("bug", 1, 1, 0, 0, 2)]
     assert rows(known, "SELECT author, comments, threads FROM top_commenters ORDER BY 1") == [
-        ("ana", 1, 1), ("bob", 1, 1),
-    ]  # fmt: skip
+        ("ana", 1, 1),
+        ("bob", 1, 1),
+    ]
     assert rows(known, "SELECT author, reviews, approvals FROM top_reviewers ORDER BY 1") == [
-        ("ana", 1, 1), ("bob", 1, 0),
-    ]  # fmt: skip
+        ("ana", 1, 1),
+        ("bob", 1, 0),
+    ]
     assert rows(known, "SELECT issue, closed_by, closer_type FROM issues_closed_by") == [
         ("octo/metrics#1", "octo/metrics#4", "pull_request"),
-    ]  # fmt: skip
-    week = rows(known, "SELECT issues_opened, issues_closed, prs_opened, prs_merged, comments "
-                       "FROM weekly_activity WHERE week = DATE '2024-03-04'")  # fmt: skip
+    ]
+    week = rows(
+        known,
+        "SELECT issues_opened, issues_closed, prs_opened, prs_merged, comments "
+        "FROM weekly_activity WHERE week = DATE '2024-03-04'",
+    )
     assert week == [(1, 1, 3, 1, 3)]
 
 
@@ -133,8 +207,11 @@ def test_sql_command_formats_and_stays_read_only(known, run):
     as_json = json.loads(run("sql", query, "--json").stdout)
     assert as_json["rows"] == [{"number": 1, "title": "Crash"}, {"number": 2, "title": "Old idea"}]
 
-    for statement in ("DELETE FROM issues", "SELECT * FROM read_csv('/etc/passwd')",
-                      "COPY issues TO 'stolen.csv'"):  # fmt: skip
+    for statement in (
+        "DELETE FROM issues",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "COPY issues TO 'stolen.csv'",
+    ):
         refused = run("sql", statement)
         assert refused.exit_code == 1
         assert refused.stderr.startswith("Error: query: ")
@@ -222,8 +299,9 @@ def test_exporting_again_replaces_each_table_whole_and_only_its_own_files(isolat
 @pytest.fixture(scope="module")
 def sample_state(tmp_path_factory):
     """The bundled sample's state (no index needed for SQL)."""
-    settings = Settings(workdir=tmp_path_factory.mktemp("analysis"), graphql_url="",
-                        model=DEFAULT_MODEL)  # fmt: skip
+    settings = Settings(
+        workdir=tmp_path_factory.mktemp("analysis"), graphql_url="", model=DEFAULT_MODEL
+    )
     load_sample(settings)
     return settings.state_path
 
@@ -249,9 +327,13 @@ def test_the_views_give_durations_as_hours_and_days(sample_state, run):
     ]
 
     snapshot = ("--snapshot", str(sample_state.parent))
-    issues = run("sql", "SELECT handle, hours_to_first_response, hours_to_close "
-                 "FROM issue_response_times WHERE handle IN ('PyCQA/pycodestyle#700', "
-                 "'betamaxpy/betamax#150') ORDER BY 1", *snapshot)  # fmt: skip
+    issues = run(
+        "sql",
+        "SELECT handle, hours_to_first_response, hours_to_close "
+        "FROM issue_response_times WHERE handle IN ('PyCQA/pycodestyle#700', "
+        "'betamaxpy/betamax#150') ORDER BY 1",
+        *snapshot,
+    )
     assert issues.exit_code == 0, issues.output
     assert issues.stdout == (  # answered 10 days 19:53:08 and closed 26:12:08 after opening
         "handle                 hours_to_first_response  hours_to_close\n"
@@ -259,20 +341,24 @@ def test_the_views_give_durations_as_hours_and_days(sample_state, run):
         "PyCQA/pycodestyle#700  259.89                   26.2\n"
         "betamaxpy/betamax#150  12.34                    1.44\n"
     )
-    merged = run("sql", "SELECT handle, hours_to_merge FROM pr_review_times WHERE handle IN "
-                 "('PyCQA/pycodestyle#714', 'heroku/heroku-connect-quickstart#5') ORDER BY 1",
-                 *snapshot, "--json")  # fmt: skip
+    merged = run(
+        "sql",
+        "SELECT handle, hours_to_merge FROM pr_review_times WHERE handle IN "
+        "('PyCQA/pycodestyle#714', 'heroku/heroku-connect-quickstart#5') ORDER BY 1",
+        *snapshot,
+        "--json",
+    )
     assert json.loads(merged.stdout)["rows"] == [
         {"handle": "PyCQA/pycodestyle#714", "hours_to_merge": 3.23},
         {"handle": "heroku/heroku-connect-quickstart#5", "hours_to_merge": 23352.38},
     ]
 
 
-def test_every_exported_table_opens_with_its_columns_even_when_empty(sample_state, run,
-                                                                     isolated):  # fmt: skip
+def test_every_exported_table_opens_with_its_columns_even_when_empty(sample_state, run, isolated):
     dest = isolated / "parquet"
-    result = run("export", "--format", "parquet", str(dest), "--snapshot",
-                 str(sample_state.parent), "--json")  # fmt: skip
+    result = run(
+        "export", "--format", "parquet", str(dest), "--snapshot", str(sample_state.parent), "--json"
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["partitioned"] is True  # sixteen repositories
@@ -302,8 +388,11 @@ def sql_blocks(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_every_query_in_docs_analysis_runs_on_the_sample(sample_state):
-    blocks = [b for b in sql_blocks((ROOT / "docs" / "analysis.md").read_text())
-              if "read_parquet" not in b]  # fmt: skip
+    blocks = [
+        b
+        for b in sql_blocks((ROOT / "docs" / "analysis.md").read_text())
+        if "read_parquet" not in b
+    ]
     assert len(blocks) >= 11  # ten analyses and the graph walk
     con = duckdb.connect(str(sample_state), read_only=True)
     try:
@@ -356,8 +445,9 @@ def run_block(block: str) -> list:
     values = []
     for statement in ast.parse(block).body:
         if isinstance(statement, ast.Expr):
-            values.append(eval(compile(ast.Expression(statement.value), "<doc>", "eval"),
-                               namespace))  # fmt: skip
+            values.append(
+                eval(compile(ast.Expression(statement.value), "<doc>", "eval"), namespace)
+            )
         else:
             exec(compile(ast.Module([statement], []), "<doc>", "exec"), namespace)
     namespace["snap"].close()
@@ -378,11 +468,23 @@ def test_the_documented_python_examples_run_as_written(s3_store_url, isolated):
     from ghindex.state.database import open_state, transaction
 
     settings = settings_for(isolated / "built")
-    store_issues(settings, [issue_node(n, title=f"Uploads time out, case {n}", createdAt=at(0),
-                                       updatedAt=at(n)) for n in (1, 2, 3)])  # fmt: skip
-    merged = pull_request_node(4, repo="octo/hello", title="Longer upload timeout",
-                               state="MERGED", merged=True, createdAt=at(1), mergedAt=at(31),
-                               updatedAt=at(31))  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(n, title=f"Uploads time out, case {n}", createdAt=at(0), updatedAt=at(n))
+            for n in (1, 2, 3)
+        ],
+    )
+    merged = pull_request_node(
+        4,
+        repo="octo/hello",
+        title="Longer upload timeout",
+        state="MERGED",
+        merged=True,
+        createdAt=at(1),
+        mergedAt=at(31),
+        updatedAt=at(31),
+    )
     con = open_state(settings.state_path)
     try:
         with transaction(con):
@@ -402,7 +504,7 @@ def test_the_documented_python_examples_run_as_written(s3_store_url, isolated):
     assert scanned == []  # no item carries the label 'bug'
     assert {p["url"] for p in context["passages"]} <= {
         f"https://github.com/octo/hello/{kind}/{n}" for kind in ("issues", "pull") for n in range(5)
-    }  # fmt: skip
+    }
     assert context["passages"]
 
     gh.open("s3://my-bucket/ghindex", dest="snap").close()  # the ./snap it reads
@@ -410,9 +512,13 @@ def test_the_documented_python_examples_run_as_written(s3_store_url, isolated):
     [weekly] = run_block(analysis)
     assert isinstance(weekly, pandas.DataFrame)
     assert weekly[["week", "issues_opened", "prs_opened", "prs_merged"]].to_dict("records") == [
-        {"week": pandas.Timestamp("2024-03-04"), "issues_opened": 3, "prs_opened": 1,
-         "prs_merged": 1},
-    ]  # fmt: skip
+        {
+            "week": pandas.Timestamp("2024-03-04"),
+            "issues_opened": 3,
+            "prs_opened": 1,
+            "prs_merged": 1,
+        },
+    ]
 
 
 def test_report_json_says_what_the_page_shows(sample_state, run, tmp_path):
@@ -428,17 +534,32 @@ def test_report_json_says_what_the_page_shows(sample_state, run, tmp_path):
         "path": str(out),
         "bytes": out.stat().st_size,
         "repositories": 16,
-        "facts": {"issues": 223, "open_issues": 74, "pull_requests": 169,
-                  "open_pull_requests": 48, "comments": 217, "reviews": 7},
-        "charts": {"flow_months": 113, "time_to_close": 149, "time_to_first_response": 79,
-                   "time_to_first_review": 2},
-        "tables": {"open_prs_awaiting_review": 15, "stale_issues": 15, "top_reviewers": 3,
-                   "top_commenters": 10},
+        "facts": {
+            "issues": 223,
+            "open_issues": 74,
+            "pull_requests": 169,
+            "open_pull_requests": 48,
+            "comments": 217,
+            "reviews": 7,
+        },
+        "charts": {
+            "flow_months": 113,
+            "time_to_close": 149,
+            "time_to_first_response": 79,
+            "time_to_first_review": 2,
+        },
+        "tables": {
+            "open_prs_awaiting_review": 15,
+            "stale_issues": 15,
+            "top_reviewers": 3,
+            "top_commenters": 10,
+        },
         "links": 30,
-    }  # fmt: skip
+    }
     assert page.count('<a href="https://github.com/') == shown["links"]
-    documented = re.search(r"```json\n(.*?)```", (ROOT / "docs" / "analysis.md").read_text(),
-                           flags=re.S)[1]  # fmt: skip
+    documented = re.search(
+        r"```json\n(.*?)```", (ROOT / "docs" / "analysis.md").read_text(), flags=re.S
+    )[1]
     assert json.loads(documented) | {"path": shown["path"]} == shown | {"bytes": 21480}
     assert page.count("<tr>") - page.count("<thead>") == sum(shown["tables"].values())
     # for people: the file written, and nothing else on stdout
@@ -466,18 +587,23 @@ def test_report_links_items_only_to_github_or_their_own_host(tmp_path):
     from testkit.github_server import repository_node
 
     def stale(number, repo, url, title="Old"):
-        return issue_node(number, repo=repo, title=title, url=url, createdAt=at(-9000),
-                          updatedAt=at(-9000))  # fmt: skip
+        return issue_node(
+            number, repo=repo, title=title, url=url, createdAt=at(-9000), updatedAt=at(-9000)
+        )
 
     hub = [
         stale(1, "octo/hub", "https://github.com/octo/hub/issues/1"),
         stale(2, "octo/hub", "javascript:alert(document.cookie)"),
         stale(3, "octo/hub", "https://evil.example/octo/hub/issues/3"),
-        stale(4, "octo/hub", 'https://github.com/octo/hub/issues/4"><script>x</script>',
-              title="<img src=x onerror=alert(1)>"),
+        stale(
+            4,
+            "octo/hub",
+            'https://github.com/octo/hub/issues/4"><script>x</script>',
+            title="<img src=x onerror=alert(1)>",
+        ),
         stale(5, "octo/hub", "https://ghe.example.com/corp/tool/issues/5"),
         stale(6, "octo/hub", "data:text/html,<script>alert(1)</script>"),
-    ]  # fmt: skip
+    ]
     enterprise = [  # a GitHub Enterprise Server repository: its own host is fine
         stale(7, "corp/tool", "https://ghe.example.com/corp/tool/issues/7"),
         stale(8, "corp/tool", "ftp://ghe.example.com/corp/tool/issues/8"),
@@ -500,9 +626,11 @@ def test_report_links_items_only_to_github_or_their_own_host(tmp_path):
     assert hrefs == [  # equally idle: in handle order
         ("https://ghe.example.com/corp/tool/issues/7", "corp/tool#7"),
         ("https://github.com/octo/hub/issues/1", "octo/hub#1"),
-        ("https://github.com/octo/hub/issues/4&quot;&gt;&lt;script&gt;x&lt;/script&gt;",
-         "octo/hub#4"),
-    ]  # fmt: skip
+        (
+            "https://github.com/octo/hub/issues/4&quot;&gt;&lt;script&gt;x&lt;/script&gt;",
+            "octo/hub#4",
+        ),
+    ]
     assert report.links == 3 and report.tables["stale_issues"] == 8
     for unsafe in ("javascript:", "evil.example", "<script>", "data:", "ftp:", "<img"):
         assert unsafe not in report.html, unsafe
@@ -542,8 +670,11 @@ def png_rows(path: Path) -> tuple[int, int, list[bytes]]:
                 line[x] = (line[x] + (left + up) // 2) & 255
             elif kind == 4:
                 guess = left + up - corner
-                near = min((abs(guess - left), 0, left), (abs(guess - up), 1, up),
-                           (abs(guess - corner), 2, corner))[2]  # fmt: skip
+                near = min(
+                    (abs(guess - left), 0, left),
+                    (abs(guess - up), 1, up),
+                    (abs(guess - corner), 2, corner),
+                )[2]
                 line[x] = (line[x] + near) & 255
         rows.append(bytes(b for i, b in enumerate(line) if i % size < 3))
         previous = line
@@ -580,20 +711,36 @@ def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
     page = out.read_text()
     assert page.count("<svg") == 4 and "<script" not in page
     assert "http://" not in page and "https://" not in page.replace("https://github.com/", "")
-    for title in ("Issue and pull request flow", "Time to close an issue",
-                  "Pull request review latency"):  # fmt: skip
+    for title in (
+        "Issue and pull request flow",
+        "Time to close an issue",
+        "Pull request review latency",
+    ):
         assert title in page
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium package is not installed (.ci/run installs it)")
-    browse = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-              "--no-first-run", "--disable-background-networking", "--disable-component-update",
-              "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-              "--window-size=900,1400"]  # fmt: skip
+    browse = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=900,1400",
+    ]
     shot = tmp_path / "report.png"
-    subprocess.run([*browse, f"--screenshot={shot}", out.as_uri()], check=True,
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [*browse, f"--screenshot={shot}", out.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     width, height, pixels = png_rows(shot)
     assert (width, height) == (900, 1400)
     background = {row[: 3 * (width - 20)] for row in pixels[2 * height // 3 :]}  # no scrollbar
@@ -601,8 +748,13 @@ def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
 
     measuring = tmp_path / "measure.html"
     measuring.write_text(page.replace("</body>", MEASURE + "</body>"))
-    dom = subprocess.run([*browse, "--dump-dom", measuring.as_uri()], check=True,
-                         capture_output=True, text=True, timeout=120).stdout  # fmt: skip
+    dom = subprocess.run(
+        [*browse, "--dump-dom", measuring.as_uri()],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     drawn = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom)[1]))
     # the monthly chart's y-axis: round counts up to above the busiest month's 36,
     # each label visible and clear of the next

@@ -1,5 +1,6 @@
-"""The house keeps its shape: folders named after data at the top, no module past ~450
-lines, doors that hold no SQL or ranking, and every folder in docs/architecture.md."""
+"""The house keeps its shape: folders named after data at the top, doors that hold no SQL or
+ranking, and every folder in docs/architecture.md. A module's length is not checked: a module
+is split when it holds two ideas (docs/architecture.md, "When to split a module")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ghindex"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 DOORS = ["cli", "serve/tools.py", "serve/server.py", "api.py"]
-MAX_LINES = 450
 
 
 def modules(under: str = "") -> list[Path]:
@@ -21,21 +21,26 @@ def modules(under: str = "") -> list[Path]:
 
 def test_the_top_level_is_folders_and_entry_points():
     files = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert files == ["__init__.py", "__main__.py", "api.py", "config.py", "errors.py",
-                     "progress.py"]  # fmt: skip
-
-
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_no_module_is_too_long(path):
-    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+    assert files == [
+        "__init__.py",
+        "__main__.py",
+        "api.py",
+        "config.py",
+        "errors.py",
+        "progress.py",
+    ]
 
 
 @pytest.mark.parametrize("door", DOORS)
 def test_doors_hold_no_sql_and_no_ranking(door):
     for path in modules(door):
         text = path.read_text(encoding="utf-8")
-        found = re.findall(r"\.execute\(|duckdb\.connect\(|^(?:from|import) lancedb|Searcher\("
-                           r"|\bRRF_K\b|\.sort\(key=", text, flags=re.M)  # fmt: skip
+        found = re.findall(
+            r"\.execute\(|duckdb\.connect\(|^(?:from|import) lancedb|Searcher\("
+            r"|\bRRF_K\b|\.sort\(key=",
+            text,
+            flags=re.M,
+        )
         assert not found, f"{path.relative_to(PACKAGE)} holds {found[0]!r}"
 
 

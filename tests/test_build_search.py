@@ -26,10 +26,25 @@ from testkit.state import settings_for, store_issues
 pytestmark = pytest.mark.slow  # the indexed demo sample, and builds that embed for real
 
 CONTRACT_COLUMNS = {
-    "id", "handle", "repo", "type", "number", "title", "text", "vector", "state", "labels",
-    "author", "assignees", "milestone", "path", "created_at", "updated_at", "url",
+    "id",
+    "handle",
+    "repo",
+    "type",
+    "number",
+    "title",
+    "text",
+    "vector",
+    "state",
+    "labels",
+    "author",
+    "assignees",
+    "milestone",
+    "path",
+    "created_at",
+    "updated_at",
+    "url",
     "content_hash",
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +77,13 @@ def test_sample_index_has_the_contract_columns_and_a_full_text_index(sample):
     assert table.count_rows() == report.build.chunks
     assert report.issues == 223 and report.pull_requests == 169 and report.repos == 16
     assert report.build.counts == {
-        "issue": 223, "issue_comment": 208, "pr_review": 2, "pr_review_comment": 29,
-        "pull_request": 169, "release": 2,
-    }  # fmt: skip
+        "issue": 223,
+        "issue_comment": 208,
+        "pr_review": 2,
+        "pr_review_comment": 29,
+        "pull_request": 169,
+        "release": 2,
+    }
     assert report.build.embedded + report.build.from_cache == len(
         set(table.to_arrow()["content_hash"].to_pylist())
     )
@@ -95,8 +114,12 @@ def test_every_chunk_carries_its_title_handle_and_metadata(sample):
     row = issue[0]
     assert row["text"].startswith("betamaxpy/betamax > Make cassettes thread-safe\n\n")
     assert (row["type"], row["entity_type"], row["number"], row["state"], row["labels"]) == (
-        "issue", "issue", 52, "open", ["Enhancement"]
-    )  # fmt: skip
+        "issue",
+        "issue",
+        52,
+        "open",
+        ["Enhancement"],
+    )
     assert row["url"] == "https://github.com/betamaxpy/betamax/issues/52"
     comments = table.search().where("type = 'issue_comment'").limit(500).to_list()
     assert comments, "comments are indexed"
@@ -106,8 +129,10 @@ def test_every_chunk_carries_its_title_handle_and_metadata(sample):
         )
         assert comment["handle"].startswith(comment["entity"] + "/comment/")
         assert (comment["entity_type"], comment["state"], comment["labels"]) == (
-            parent["type"], parent["state"], parent["labels"]
-        )  # fmt: skip
+            parent["type"],
+            parent["state"],
+            parent["labels"],
+        )
 
 
 def test_hybrid_search_finds_the_issue_in_other_words(searcher):
@@ -131,8 +156,14 @@ def test_every_hit_carries_its_own_rows_fields_in_every_mode(sample, searcher):
         for hit in response.results:
             row = rows[hit.handle]
             shown = (hit.title, hit.url, hit.state, hit.labels, hit.author, hit.number)
-            stored = (row["title"], row["url"], row["state"], row["labels"], row["author"],
-                      row["number"])  # fmt: skip
+            stored = (
+                row["title"],
+                row["url"],
+                row["state"],
+                row["labels"],
+                row["author"],
+                row["number"],
+            )
             assert shown == stored, (mode, hit.handle)
             assert hit.text and hit.snippet and hit.text.startswith(row["text"][:40])
 
@@ -149,9 +180,11 @@ def test_modes_report_only_their_own_rank(searcher):
 
 def test_filters_apply_inside_the_retrievers(searcher):
     filters = Filters(
-        repos=("sigmavirus24/github3.py",), states=("closed",), types=("issue",),
+        repos=("sigmavirus24/github3.py",),
+        states=("closed",),
+        types=("issue",),
         labels=("Bug", "Enhancement"),
-    )  # fmt: skip
+    )
     response = searcher.search("authentication", filters=filters, k=10)
 
     assert response.results, "the filtered sample has matching issues"
@@ -183,30 +216,72 @@ def test_a_filter_value_that_matches_nothing_is_reported(searcher):
 def test_search_cli_json_is_stable(sample, run):
     settings, _ = sample
     result = run(
-        "search", "thread-safe cassettes", "--snapshot", str(settings.workdir),
-        "--state", "open", "--label", "Enhancement", "-k", "2", "--json",
-    )  # fmt: skip
+        "search",
+        "thread-safe cassettes",
+        "--snapshot",
+        str(settings.workdir),
+        "--state",
+        "open",
+        "--label",
+        "Enhancement",
+        "-k",
+        "2",
+        "--json",
+    )
 
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert list(document) == [
-        "query", "mode", "k", "filters", "results", "filters_unmatched", "notes"
-    ]  # fmt: skip
+        "query",
+        "mode",
+        "k",
+        "filters",
+        "results",
+        "filters_unmatched",
+        "notes",
+    ]
     assert document["filters"] == {"states": ["open"], "labels": ["Enhancement"]}
     assert len(document["results"]) == 2
     assert list(document["results"][0]) == [
-        "handle", "entity", "type", "entity_type", "repo", "number", "title", "url", "state",
-        "labels", "author", "author_association", "updated_at", "score", "dense_rank",
-        "sparse_rank", "snippet", "rerank_score", "exact", "same_entity", "fixed_by", "closes",
-    ]  # fmt: skip
+        "handle",
+        "entity",
+        "type",
+        "entity_type",
+        "repo",
+        "number",
+        "title",
+        "url",
+        "state",
+        "labels",
+        "author",
+        "author_association",
+        "updated_at",
+        "score",
+        "dense_rank",
+        "sparse_rank",
+        "snippet",
+        "rerank_score",
+        "exact",
+        "same_entity",
+        "fixed_by",
+        "closes",
+    ]
     assert document["results"][0]["handle"] == "betamaxpy/betamax#52"
     assert document["results"][0]["updated_at"].endswith("Z")
 
 
 def test_search_cli_text_output(sample, run):
     settings, _ = sample
-    result = run("search", "Handle gzip more intelligently", "--snapshot",
-                 str(settings.workdir), "-k", "1", "--mode", "sparse")  # fmt: skip
+    result = run(
+        "search",
+        "Handle gzip more intelligently",
+        "--snapshot",
+        str(settings.workdir),
+        "-k",
+        "1",
+        "--mode",
+        "sparse",
+    )
 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -252,10 +327,13 @@ def test_rebuilds_embed_only_what_changed(isolated):
     settings = settings_for(isolated / "w")
     build_all = functools.partial(build, chunking=ChunkSettings(budget=()))
     long_body = "\n\n".join(f"Paragraph {i}: " + "word " * 120 for i in range(4))
-    store_issues(settings, [
-        issue_node(1, title="Crash on start", body="It crashes when started."),
-        issue_node(2, title="Long report", body=long_body),
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(1, title="Crash on start", body="It crashes when started."),
+            issue_node(2, title="Long report", body=long_body),
+        ],
+    )
 
     first = build_all(settings)
     assert (first.documents, first.chunks, first.embedded, first.from_cache) == (2, 5, 5, 0)
@@ -265,10 +343,18 @@ def test_rebuilds_embed_only_what_changed(isolated):
     assert (unchanged.inserted, unchanged.updated, unchanged.deleted) == (0, 0, 0)
 
     # relabelling and closing change metadata only: no embedding, rows rewritten
-    store_issues(settings, [
-        issue_node(1, title="Crash on start", body="It crashes when started.", state="CLOSED",
-                   labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]}),
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                1,
+                title="Crash on start",
+                body="It crashes when started.",
+                state="CLOSED",
+                labels={"nodes": [{"name": "bug", "color": "f00", "description": None}]},
+            ),
+        ],
+    )
     relabelled = build_all(settings)
     assert (relabelled.embedded, relabelled.updated, relabelled.inserted) == (0, 1, 0)
     rows = [r for r in chunk_rows(settings) if r["handle"] == "octo/hello#1"]
@@ -365,9 +451,16 @@ def insert_doc(settings, path, body, title, repo="octo/hello"):
         con.execute(
             "INSERT OR REPLACE INTO docs VALUES (?, ?, 'doc', ?, ?, ?, 'c0ffee', 'b10b', ?, NULL, "
             "NULL, ?, now())",
-            [f"{repo}:{path}", repo, path, title, body, len(body),
-             f"https://github.com/{repo}/blob/main/{path}"],
-        )  # fmt: skip
+            [
+                f"{repo}:{path}",
+                repo,
+                path,
+                title,
+                body,
+                len(body),
+                f"https://github.com/{repo}/blob/main/{path}",
+            ],
+        )
     finally:
         con.close()
 
@@ -388,23 +481,36 @@ def test_moving_a_doc_costs_no_embedding_and_editing_one_section_one(isolated):
     moved = build(settings)
     assert (moved.embedded, moved.deleted, moved.inserted) == (0, first.chunks, first.chunks)
 
-    insert_doc(settings, "guide/deploy.md", body.replace("Do thing 2.", "Do other 2.", 1),
-               "Deploying")  # fmt: skip
+    insert_doc(
+        settings, "guide/deploy.md", body.replace("Do thing 2.", "Do other 2.", 1), "Deploying"
+    )
     edited = build(settings)
     assert edited.embedded == 1
 
 
 def test_comments_collapse_into_their_issue(isolated):
     settings = settings_for(isolated / "w")
-    store_issues(settings, [
-        issue_node(1, title="Uploads fail behind a proxy",
-                   body="Large uploads fail when an HTTP proxy is configured.",
-                   comments=[comment_node(11, body="Same here: uploads through the corporate "
-                                                   "proxy time out after 30 seconds."),
-                             comment_node(12, body="The proxy closes idle connections; "
-                                                   "uploads need keep-alive.")]),
-        issue_node(2, title="Docs typo", body="A typo in the README."),
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                1,
+                title="Uploads fail behind a proxy",
+                body="Large uploads fail when an HTTP proxy is configured.",
+                comments=[
+                    comment_node(
+                        11,
+                        body="Same here: uploads through the corporate "
+                        "proxy time out after 30 seconds.",
+                    ),
+                    comment_node(
+                        12, body="The proxy closes idle connections; uploads need keep-alive."
+                    ),
+                ],
+            ),
+            issue_node(2, title="Docs typo", body="A typo in the README."),
+        ],
+    )
     build(settings)
 
     response = Searcher(settings.lance_path).search("uploads through a proxy time out", k=5)
@@ -413,24 +519,39 @@ def test_comments_collapse_into_their_issue(isolated):
     top = response.results[0]
     assert top.entity_type == "issue"
     assert {r.handle for r in top.same_entity} | {top.handle} == {
-        "octo/hello#1", "octo/hello#1/comment/11", "octo/hello#1/comment/12"
-    }  # fmt: skip
+        "octo/hello#1",
+        "octo/hello#1/comment/11",
+        "octo/hello#1/comment/12",
+    }
     assert all(r.type in ("issue", "issue_comment") for r in top.same_entity)
 
 
 def test_bot_and_short_comments_are_not_indexed(isolated):
     settings = settings_for(isolated / "w")
-    store_issues(settings, [issue_node(1, title="Crash", comments=[
-        comment_node(11, body="+1"),
-        comment_node(12, body="Coverage report: 93% of lines covered by the suite.",
-                     author={"__typename": "Bot", "login": "codecov"}),
-        comment_node(13, body="It crashes on start with Python 3.13 only."),
-    ])])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                1,
+                title="Crash",
+                comments=[
+                    comment_node(11, body="+1"),
+                    comment_node(
+                        12,
+                        body="Coverage report: 93% of lines covered by the suite.",
+                        author={"__typename": "Bot", "login": "codecov"},
+                    ),
+                    comment_node(13, body="It crashes on start with Python 3.13 only."),
+                ],
+            )
+        ],
+    )
     build(settings)
 
     assert sorted(r["handle"] for r in chunk_rows(settings)) == [
-        "octo/hello#1", "octo/hello#1/comment/13"
-    ]  # fmt: skip
+        "octo/hello#1",
+        "octo/hello#1/comment/13",
+    ]
 
 
 def test_identifiers_resolve_exactly_first(searcher):
@@ -465,8 +586,9 @@ def test_time_windows(searcher):
     assert newer.results and older.results
     assert all(h.updated_at >= "2016-01-01" for h in newer.results)
     assert all(h.updated_at < "2016-01-01" for h in older.results)
-    assert searcher.search("x", filters=Filters(since=datetime(2100, 1, 1, tzinfo=UTC))) \
-        .filters_unmatched == ["since=2100-01-01T00:00:00+00:00"]  # fmt: skip
+    assert searcher.search(
+        "x", filters=Filters(since=datetime(2100, 1, 1, tzinfo=UTC))
+    ).filters_unmatched == ["since=2100-01-01T00:00:00+00:00"]
 
 
 def test_type_filter_takes_an_entity_type_or_a_document_type(searcher):
@@ -523,8 +645,9 @@ def test_mmr_keeps_the_same_candidates_in_another_order(searcher):
 def test_related_lists_neighbours_and_nearest_items(sample, run):
     settings, _ = sample
 
-    result = run("related", "sigmavirus24/github3.py#819", "--snapshot",
-                 str(settings.workdir), "--json")  # fmt: skip
+    result = run(
+        "related", "sigmavirus24/github3.py#819", "--snapshot", str(settings.workdir), "--json"
+    )
 
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
@@ -544,10 +667,15 @@ def test_a_large_table_gets_a_vector_index_and_search_uses_it(isolated):
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(3000, 16)).astype("float32")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    table = db.create_table("ann", pa.table({
-        "id": [f"c{i}" for i in range(3000)],
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 16),
-    }))  # fmt: skip
+    table = db.create_table(
+        "ann",
+        pa.table(
+            {
+                "id": [f"c{i}" for i in range(3000)],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 16),
+            }
+        ),
+    )
 
     assert not index.ensure_vector_index(table, min_rows=5000)
     assert index.ensure_vector_index(table, min_rows=1000)
@@ -558,9 +686,18 @@ def test_a_large_table_gets_a_vector_index_and_search_uses_it(isolated):
 
 def test_skipped_types_leave_the_index_but_stay_in_the_state(isolated, run, monkeypatch):
     settings = settings_for(isolated / "work")
-    store_issues(settings, [issue_node(1, title="Crash", comments=[
-        comment_node(11, body="The crash happens on every start since 2.0."),
-    ])])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                1,
+                title="Crash",
+                comments=[
+                    comment_node(11, body="The crash happens on every start since 2.0."),
+                ],
+            )
+        ],
+    )
     assert run("build").exit_code == 0
     assert len(chunk_rows(settings)) == 2
 
@@ -580,22 +717,37 @@ def test_skipped_types_leave_the_index_but_stay_in_the_state(isolated, run, monk
 
 def test_noise_settings_come_from_ghindex_toml(isolated, run):
     settings = settings_for(isolated / "work")
-    store_issues(settings, [issue_node(1, title="Crash", comments=[
-        comment_node(11, body="+1"),
-        comment_node(12, body="Coverage report: 93% of lines covered by the suite.",
-                     author={"__typename": "Bot", "login": "codecov"}),
-    ])])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                1,
+                title="Crash",
+                comments=[
+                    comment_node(11, body="+1"),
+                    comment_node(
+                        12,
+                        body="Coverage report: 93% of lines covered by the suite.",
+                        author={"__typename": "Bot", "login": "codecov"},
+                    ),
+                ],
+            )
+        ],
+    )
     (isolated / "ghindex.toml").write_text("min_comment_chars = 0\nindex_bots = true\n")
 
     assert run("build").exit_code == 0
 
     assert sorted(r["handle"] for r in chunk_rows(settings)) == [
-        "octo/hello#1", "octo/hello#1/comment/11", "octo/hello#1/comment/12"
-    ]  # fmt: skip
+        "octo/hello#1",
+        "octo/hello#1/comment/11",
+        "octo/hello#1/comment/12",
+    ]
     manifest = json.loads(settings.manifest_path.read_text())
     assert (manifest["documents"]["min_comment_chars"], manifest["documents"]["index_bots"]) == (
-        0, True
-    )  # fmt: skip
+        0,
+        True,
+    )
 
 
 def test_the_python_api_fetches_then_searches_on_one_connection(sample):

@@ -20,11 +20,26 @@ T = datetime(2024, 1, 1, tzinfo=UTC)
 
 def doc(body, title="Title", type="issue", path=None, preamble="", handle="o/r#7"):
     return Document(
-        handle=handle, entity=handle, entity_type=type, repo="o/r", type=type, number=7,
-        title=title, body=body, preamble=preamble, state="open", labels=(), author=None,
-        author_association=None, assignees=(), milestone=None, path=path, created_at=T,
-        updated_at=T, url="https://github.com/o/r/issues/7",
-    )  # fmt: skip
+        handle=handle,
+        entity=handle,
+        entity_type=type,
+        repo="o/r",
+        type=type,
+        number=7,
+        title=title,
+        body=body,
+        preamble=preamble,
+        state="open",
+        labels=(),
+        author=None,
+        author_association=None,
+        assignees=(),
+        milestone=None,
+        path=path,
+        created_at=T,
+        updated_at=T,
+        url="https://github.com/o/r/issues/7",
+    )
 
 
 def test_token_estimate_counts_words_and_punctuation():
@@ -112,8 +127,16 @@ def test_an_empty_body_still_gets_one_chunk():
 
 
 def test_a_title_only_doc_is_one_chunk_with_its_title():
-    chunks = chunk_document(doc("", title="Release checklist", type="doc", path="CHECKLIST.md",
-                                handle="o/r:CHECKLIST.md"), ChunkSettings())  # fmt: skip
+    chunks = chunk_document(
+        doc(
+            "",
+            title="Release checklist",
+            type="doc",
+            path="CHECKLIST.md",
+            handle="o/r:CHECKLIST.md",
+        ),
+        ChunkSettings(),
+    )
     assert [c.text for c in chunks] == ["o/r > Release checklist"]
 
 
@@ -138,8 +161,14 @@ def test_diffs_are_cut_at_hunks_with_the_path_in_the_breadcrumb():
         "@@ -1,2 +1,2 @@\n-import os\n+import sys",
         "@@ -10,2 +10,3 @@ def f():\n     return 1\n+    # done",
     ]
-    diff = doc(patch, title="Use sys", type="diff", path="src/app.py", preamble="Details.",
-               handle="o/r@abc:src/app.py")  # fmt: skip
+    diff = doc(
+        patch,
+        title="Use sys",
+        type="diff",
+        path="src/app.py",
+        preamble="Details.",
+        handle="o/r@abc:src/app.py",
+    )
     chunks = chunk_document(diff, ChunkSettings(max_tokens=25, budget=()))
     assert chunks[0].text.startswith("o/r > Use sys > src/app.py\n\nDetails.\n\n@@ -1,2 +1,2 @@")
     assert chunks[1].text.startswith("o/r > Use sys > src/app.py\n\n@@ -10,2")
@@ -181,8 +210,14 @@ def test_a_budget_keeps_the_rest_of_the_text_in_its_last_row():
 
 def test_a_diff_on_a_budget_of_one_is_one_row_with_every_hunk():
     hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-old{n} " + "x " * 60 + f"\n+new{n}\n" for n in range(4))
-    diff = doc(hunks, title="Fix it", type="diff", path="src/app.py", handle="o/r@abc:src/app.py",
-               preamble="Longer message.")  # fmt: skip
+    diff = doc(
+        hunks,
+        title="Fix it",
+        type="diff",
+        path="src/app.py",
+        handle="o/r@abc:src/app.py",
+        preamble="Longer message.",
+    )
     rows = chunk_document(diff, ChunkSettings(max_tokens=80, budget=(("diff", 1),)))
 
     assert len(rows) == 1

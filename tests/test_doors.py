@@ -48,23 +48,40 @@ def workdir(tmp_path_factory):
     #4 plugins; created and updated in number order except #2, updated last."""
     settings = settings_for(tmp_path_factory.mktemp("doors") / "work")
     nodes = [
-        issue_node(1, title="Crash on startup without a config file", labels=labelled("bug"),
-                   body="KeyError on startup when config.toml is missing.", state="CLOSED",
-                   comments=[comment_node(11, body="Same crash on startup here on Linux.")]),
+        issue_node(
+            1,
+            title="Crash on startup without a config file",
+            labels=labelled("bug"),
+            body="KeyError on startup when config.toml is missing.",
+            state="CLOSED",
+            comments=[comment_node(11, body="Same crash on startup here on Linux.")],
+        ),
         issue_node(2, title="Add a dark mode", body="Please add a dark theme toggle."),
-        issue_node(3, title="Crash when the cache directory is read-only",
-                   body="The app crashes on startup if the cache cannot be written.",
-                   labels=labelled("bug")),
-        issue_node(4, title="Load plugins from a custom directory",
-                   body="How do I load plugins from my own folder?"),
-    ]  # fmt: skip
+        issue_node(
+            3,
+            title="Crash when the cache directory is read-only",
+            body="The app crashes on startup if the cache cannot be written.",
+            labels=labelled("bug"),
+        ),
+        issue_node(
+            4,
+            title="Load plugins from a custom directory",
+            body="How do I load plugins from my own folder?",
+        ),
+    ]
     for n, node in enumerate(nodes, 1):
         node["createdAt"] = f"2015-0{n}-01T00:00:00Z"
         node["updatedAt"] = f"2015-0{n}-02T00:00:00Z"
     nodes[1]["updatedAt"] = "2016-01-01T00:00:00Z"
     store_issues(settings, nodes)
-    fix = pull_request_node(9, title="Fix the crash on startup", body="Fixes #1.", state="MERGED",
-                            merged=True, closingIssuesReferences=[ref(R, 1)])  # fmt: skip
+    fix = pull_request_node(
+        9,
+        title="Fix the crash on startup",
+        body="Fixes #1.",
+        state="MERGED",
+        merged=True,
+        closingIssuesReferences=[ref(R, 1)],
+    )
     fix["createdAt"], fix["updatedAt"] = "2015-06-01T00:00:00Z", "2015-06-02T00:00:00Z"
     con = open_state(settings.state_path)
     try:
@@ -100,10 +117,12 @@ def test_a_scan_is_the_same_through_every_door(run, workdir, served, reader):
     by_cli = cli_json(run, workdir, "search", "--label", "bug", "-k", "1")
     text = run("search", "--label", "bug", "-k", "1", "--snapshot", str(workdir)).stdout
     title = "Crash when the cache directory is read-only"
-    assert text == (f" 1. {R}#3  (issue, open)  {title}  [bug]\n"
-                    f"    https://github.com/{R}/issues/3  updated 2015-03-02T00:00:00Z\n"
-                    "    The app crashes on startup if the cache cannot be written.\n"
-                    "(more items match: raise -k above 1)\n")  # fmt: skip
+    assert text == (
+        f" 1. {R}#3  (issue, open)  {title}  [bug]\n"
+        f"    https://github.com/{R}/issues/3  updated 2015-03-02T00:00:00Z\n"
+        "    The app crashes on startup if the cache cannot be written.\n"
+        "(more items match: raise -k above 1)\n"
+    )
     by_mcp = tools.search(served, None, Filters.of(labels=["bug"]), top_k=1)
     by_api = reader.scan(label="bug", k=1)
 
@@ -117,8 +136,9 @@ def test_a_scan_is_the_same_through_every_door(run, workdir, served, reader):
 
 def test_a_scan_sorted_by_creation_and_one_by_update_differ(run, workdir, reader):
     updated = cli_json(run, workdir, "search", "--type", "issue", "-k", "4")
-    created = cli_json(run, workdir, "search", "--type", "issue", "-k", "4",
-                       "--sort", "created_desc")  # fmt: skip
+    created = cli_json(
+        run, workdir, "search", "--type", "issue", "-k", "4", "--sort", "created_desc"
+    )
 
     assert [h["number"] for h in updated["results"]] == [2, 4, 3, 1]
     assert [h["number"] for h in created["results"]] == [4, 3, 2, 1]
@@ -127,10 +147,21 @@ def test_a_scan_sorted_by_creation_and_one_by_update_differ(run, workdir, reader
 
 
 def test_a_search_sorted_by_time_keeps_the_relevant_items(run, workdir, served, reader):
-    by_cli = cli_json(run, workdir, "search", "crash on startup", "--type", "issue",
-                      "-k", "2", "--sort", "created_desc")  # fmt: skip
-    by_mcp = tools.search(served, "crash on startup", Filters.of(type="issue"), top_k=2,
-                          sort="created_desc")  # fmt: skip
+    by_cli = cli_json(
+        run,
+        workdir,
+        "search",
+        "crash on startup",
+        "--type",
+        "issue",
+        "-k",
+        "2",
+        "--sort",
+        "created_desc",
+    )
+    by_mcp = tools.search(
+        served, "crash on startup", Filters.of(type="issue"), top_k=2, sort="created_desc"
+    )
     by_api = reader.search("crash on startup", type="issue", k=2, sort="created_desc")
 
     expected = [f"{R}#3", f"{R}#1"]  # the two crashes, the later one first
@@ -140,18 +171,29 @@ def test_a_search_sorted_by_time_keeps_the_relevant_items(run, workdir, served, 
 
 
 def test_expanding_a_search_lists_what_links_to_the_results(run, workdir, served):
-    by_cli = cli_json(run, workdir, "search", "KeyError config.toml", "--type", "issue",
-                      "-k", "1", "--expand")  # fmt: skip
-    by_mcp = tools.search(served, "KeyError config.toml", Filters.of(type="issue"), top_k=1,
-                          graph_expand=True)  # fmt: skip
+    by_cli = cli_json(
+        run, workdir, "search", "KeyError config.toml", "--type", "issue", "-k", "1", "--expand"
+    )
+    by_mcp = tools.search(
+        served, "KeyError config.toml", Filters.of(type="issue"), top_k=1, graph_expand=True
+    )
 
     assert [h["entity"] for h in by_cli["results"]] == [f"{R}#1"]
     linked = {(g["handle"], g["kind"], g["direction"], g["from"]) for g in by_cli["graph_results"]}
     assert (f"{R}#9", "closes", "in", f"{R}#1") in linked
     assert by_cli["graph_results"] == by_mcp["graph_results"]
 
-    text = run("search", "KeyError config.toml", "--type", "issue", "-k", "1", "--expand",
-               "--snapshot", str(workdir)).stdout  # fmt: skip
+    text = run(
+        "search",
+        "KeyError config.toml",
+        "--type",
+        "issue",
+        "-k",
+        "1",
+        "--expand",
+        "--snapshot",
+        str(workdir),
+    ).stdout
     assert f"linked:\n    {R}#9  closes (in) of {R}#1, hop 1  Fix the crash on startup" in text
 
 
@@ -220,7 +262,10 @@ def test_an_unknown_filter_is_refused_by_name(reader):
 def test_a_snapshot_knows_its_paths_and_opens_what_it_needs_only(workdir, tmp_path):
     snap = Snapshot.open(workdir)
     assert (snap.state_path.name, snap.lance_path.name, snap.manifest_path.name) == (
-        "state.duckdb", "lance", "manifest.json")  # fmt: skip
+        "state.duckdb",
+        "lance",
+        "manifest.json",
+    )
     assert snap.snapshot_id.startswith("local-")
     snap.close()
 
@@ -238,8 +283,10 @@ def test_a_broken_manifest_stops_only_what_reads_it(run, workdir, isolated):
     shutil.copytree(workdir, copy)
     (copy / "manifest.json").write_text("{bad")
 
-    assert run("sql", "SELECT count(*) AS n FROM issues", "--snapshot", str(copy),
-               "--json").exit_code == 0  # fmt: skip
+    assert (
+        run("sql", "SELECT count(*) AS n FROM issues", "--snapshot", str(copy), "--json").exit_code
+        == 0
+    )
     assert run("show", f"{R}#1", "--snapshot", str(copy)).exit_code == 0
     assert run("search", "crash", "--snapshot", str(copy)).exit_code == 0
     status = run("status", "--snapshot", str(copy))
@@ -251,10 +298,13 @@ def test_a_command_waits_for_a_writer_and_refuses_an_old_schema(run, workdir, is
     copy = isolated / "copy"
     shutil.copytree(workdir, copy)
     state = copy / "state.duckdb"
-    hold = ("import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
-            "print('held', flush=True); time.sleep(1.5); con.close()")  # fmt: skip
-    writer = subprocess.Popen([sys.executable, "-c", hold, str(state)], stdout=subprocess.PIPE,
-                              text=True)  # fmt: skip
+    hold = (
+        "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); "
+        "print('held', flush=True); time.sleep(1.5); con.close()"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", hold, str(state)], stdout=subprocess.PIPE, text=True
+    )
     assert writer.stdout.readline().strip() == "held"
     shown = run("show", f"{R}#1", "--snapshot", str(copy), "--json")
     writer.wait()
@@ -266,8 +316,9 @@ def test_a_command_waits_for_a_writer_and_refuses_an_old_schema(run, workdir, is
     con.close()
     refused = run("show", f"{R}#1", "--snapshot", str(copy))
     assert refused.exit_code == 1
-    assert refused.stderr == (f"Error: {state} needs a schema upgrade (0006_meta): run "
-                              "`ghindex fetch` to upgrade it\n")  # fmt: skip
+    assert refused.stderr == (
+        f"Error: {state} needs a schema upgrade (0006_meta): run `ghindex fetch` to upgrade it\n"
+    )
 
 
 def test_a_state_behind_only_on_views_is_read_with_the_new_views(run, workdir, isolated):
@@ -308,8 +359,15 @@ def test_times_are_utc_whatever_the_connection_zone():
 
 
 def test_a_hit_serialises_without_its_text_or_vector():
-    row = {"handle": f"{R}#1", "entity": f"{R}#1", "type": "issue", "entity_type": "issue",
-           "repo": R, "text": "Title\n\nbody words", "vector": [0.1, 0.2]}  # fmt: skip
+    row = {
+        "handle": f"{R}#1",
+        "entity": f"{R}#1",
+        "type": "issue",
+        "entity_type": "issue",
+        "repo": R,
+        "text": "Title\n\nbody words",
+        "vector": [0.1, 0.2],
+    }
     hit = make_hit(row, 1.0, 1, None)
     assert (hit.text, hit.vector, hit.snippet) == ("Title\n\nbody words", [0.1, 0.2], "body words")
     assert "text" not in asdict(hit) and "vector" not in hit.as_dict()

@@ -369,9 +369,15 @@ def test_harness_json_shape(tmp_path, capsys):
     assert code == 0
     result = json.loads(captured.out)
     assert list(result) == [
-        "sparse", "dense", "hybrid", "hybrid+rerank", "hybrid, text only",
-        "naive sparse", "naive dense", "naive hybrid",
-    ]  # fmt: skip
+        "sparse",
+        "dense",
+        "hybrid",
+        "hybrid+rerank",
+        "hybrid, text only",
+        "naive sparse",
+        "naive dense",
+        "naive hybrid",
+    ]
     for mode, tasks in result.items():
         assert list(tasks) == ["find_issue", "changelog_to_change", "find_doc"]
         for task, metrics in tasks.items():

@@ -83,10 +83,22 @@ def test_fetch_stores_issues_and_pull_requests_with_their_metadata(hello, workdi
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["repos"] == [
-        {"repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 0, "releases": 0,
-         "deleted": [], "transferred": [], "inaccessible": [], "hidden": [],
-         "held_back": [], "skipped": [], "renamed_from": None, "partial": False}
-    ]  # fmt: skip
+        {
+            "repo": "octo/hello",
+            "issues": 1,
+            "pull_requests": 1,
+            "discussions": 0,
+            "releases": 0,
+            "deleted": [],
+            "transferred": [],
+            "inaccessible": [],
+            "hidden": [],
+            "held_back": [],
+            "skipped": [],
+            "renamed_from": None,
+            "partial": False,
+        }
+    ]
     assert report["requests"] == 5
     assert operations(hello) == EVERY_SURFACE
 

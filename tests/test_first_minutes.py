@@ -22,8 +22,12 @@ pytestmark = pytest.mark.slow
 def ghindex(args: list[str], cwd, env) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ghindex", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +58,15 @@ def test_the_demo_builds_in_its_own_directory_and_says_the_next_commands_work_as
         stdout
     )
     assert [c[0] for c in suggested(stdout)] == [
-        "search", "show", "related", "sql", "status", "export", "report", "serve",
-    ]  # fmt: skip
+        "search",
+        "show",
+        "related",
+        "sql",
+        "status",
+        "export",
+        "report",
+        "serve",
+    ]
     assert not any("--snapshot" in c for c in suggested(stdout))
 
 
@@ -140,8 +151,12 @@ def test_a_reader_that_stops_early_is_not_an_error(fresh):
     home, env, _stdout = fresh
     reader = subprocess.Popen(
         [sys.executable, "-m", "ghindex", "status"],
-        cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     reader.stdout.close()  # the reader is gone before the first line, as `| head -0`
     _out, err = reader.communicate(timeout=120)
     assert "Error" not in err and "Traceback" not in err, err

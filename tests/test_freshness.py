@@ -50,8 +50,15 @@ def wire(requests) -> list[tuple[str, str, dict[str, str]]]:
 
 def listing(after: int) -> tuple[str, str, dict[str, str]]:
     """The request that lists the pointer's generations after generation `after`."""
-    return ("GET", REFS, {"list-type": "2", "prefix": "snapshots/" + REFS,
-                          "start-after": "snapshots/" + ref_path(after)})  # fmt: skip
+    return (
+        "GET",
+        REFS,
+        {
+            "list-type": "2",
+            "prefix": "snapshots/" + REFS,
+            "start-after": "snapshots/" + ref_path(after),
+        },
+    )
 
 
 def status_of(holder) -> dict:
@@ -184,20 +191,32 @@ PHRASE = "the turbo encabulator hums off-key after a firmware flash"
 def ghindex(workdir, *args: str) -> dict:
     """One `ghindex ... --json` run in its own process, as a CI runner starts it."""
     env = {**os.environ, "GHINDEX_WORKDIR": str(workdir)}
-    done = subprocess.run([sys.executable, "-m", "ghindex", *args, "--json"], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ghindex", *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 @pytest.mark.slow
 def test_a_comment_reaches_a_running_server_through_update(github, s3_store_url, isolated):
-    github.add_repo(R, issues=[
-        issue_node(n, title=f"Greeting {n} is rude", body=f"Greeting number {n} sounds rude.",
-                   updatedAt=f"2024-01-0{n}T00:00:00Z",
-                   comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")])
-        for n in (1, 2, 3)
-    ])  # fmt: skip
+    github.add_repo(
+        R,
+        issues=[
+            issue_node(
+                n,
+                title=f"Greeting {n} is rude",
+                body=f"Greeting number {n} sounds rude.",
+                updatedAt=f"2024-01-0{n}T00:00:00Z",
+                comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")],
+            )
+            for n in (1, 2, 3)
+        ],
+    )
     update = ("update", "--repo", R, "--store", s3_store_url)
     first = ghindex(isolated / "runner-1", *update)
     server = StdioServerParameters(
@@ -235,8 +254,7 @@ def test_a_comment_reaches_a_running_server_through_update(github, s3_store_url,
         before, second, after = asyncio.run(scenario(errlog))
 
     assert before["snapshot_id"] == first["published"]["snapshot_id"]
-    assert all(r.get("matched", {}).get("handle") != f"{R}#2/comment/99"
-               for r in before["results"])  # fmt: skip
+    assert all(r.get("matched", {}).get("handle") != f"{R}#2/comment/99" for r in before["results"])
     # the fresh runner started from the published snapshot and embedded only the change
     assert second["pulled"]["snapshot_id"] == first["published"]["snapshot_id"]
     assert second["published"]["generation"] == 2

@@ -132,8 +132,11 @@ def test_a_query_over_500000_nodes_is_refused_before_it_runs(github):
 def test_more_than_100_per_page_is_refused(github):
     github.add_repo("octo/hello")
 
-    body = post(github, 'query { repository(owner: "octo", name: "hello") '
-                        "{ issues(first: 101) { nodes { id } } } }")[1]  # fmt: skip
+    body = post(
+        github,
+        'query { repository(owner: "octo", name: "hello") '
+        "{ issues(first: 101) { nodes { id } } } }",
+    )[1]
 
     assert body["errors"][0]["type"] == "EXCESSIVE_PAGINATION"
     assert body["errors"][0]["message"] == (
@@ -155,8 +158,9 @@ def test_the_execution_timeout_answers_like_github(github, status):
     github.timeout_above_nodes = 10
     github.timeout_status = status
 
-    answered, body = post(github, print_ast(load_query("issues")),
-                          {"owner": "octo", "name": "hello"})  # fmt: skip
+    answered, body = post(
+        github, print_ast(load_query("issues")), {"owner": "octo", "name": "hello"}
+    )
 
     assert answered == status
     assert body == {"data": None, "errors": [{"message": TIMEOUT_MESSAGE}]}
@@ -167,8 +171,10 @@ def test_the_old_name_of_a_renamed_repository_answers_with_the_new_one(github):
     github.rename_repo("octo/old", "octo/new")
 
     body = post(github, 'query { repository(owner: "octo", name: "old") { nameWithOwner } }')[1]
-    strict = post(github, 'query { repository(owner: "octo", name: "old", followRenames: false) '
-                          "{ nameWithOwner } }")[1]  # fmt: skip
+    strict = post(
+        github,
+        'query { repository(owner: "octo", name: "old", followRenames: false) { nameWithOwner } }',
+    )[1]
 
     assert body == {"data": {"repository": {"nameWithOwner": "octo/new"}}}
     assert strict["errors"][0]["type"] == "NOT_FOUND"
@@ -178,8 +184,11 @@ def test_the_old_name_of_a_renamed_repository_answers_with_the_new_one(github):
 
 
 def test_full_fetch_confirms_a_deleted_pull_request_by_not_found(github, workdir, run):
-    github.add_repo("octo/hello", issues=[issue_node(1)],
-                    pull_requests=[pull_request_node(2), pull_request_node(3)])  # fmt: skip
+    github.add_repo(
+        "octo/hello",
+        issues=[issue_node(1)],
+        pull_requests=[pull_request_node(2), pull_request_node(3)],
+    )
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     github.repos["octo/hello"]["pullRequests"].pop(0)  # #2 deleted on GitHub
 
@@ -235,12 +244,16 @@ def test_an_item_the_token_may_no_longer_read_is_kept_and_counted(github, workdi
     "answer",
     [
         {"data": {"rateLimit": None, "nodes": [None]}},  # null without a reason
-        {"data": {"rateLimit": None, "nodes": [None]},
-         "errors": [{"type": "INTERNAL", "path": ["nodes", 0], "message": "Oops"}]},
-        {"data": {"rateLimit": None, "nodes": None},
-         "errors": [{"path": ["nodes"], "message": "Something broke"}]},
+        {
+            "data": {"rateLimit": None, "nodes": [None]},
+            "errors": [{"type": "INTERNAL", "path": ["nodes", 0], "message": "Oops"}],
+        },
+        {
+            "data": {"rateLimit": None, "nodes": None},
+            "errors": [{"path": ["nodes"], "message": "Something broke"}],
+        },
     ],
-)  # fmt: skip
+)
 @pytest.mark.slow
 def test_any_other_answer_to_a_deletion_check_removes_nothing(github, workdir, run, answer):
     github.add_repo("octo/hello", issues=[issue_node(1), issue_node(2)])
@@ -341,9 +354,10 @@ def test_a_renamed_repository_keeps_one_name_the_new_one(github, workdir, run):
     github.add_repo(
         "octo/old",
         issues=[issue_node(1, repo="octo/old", comments=[comment_node(7, "see #2")])],
-        pull_requests=[pull_request_node(2, repo="octo/old",
-                                         closingIssuesReferences=[ref("octo/old", 1)])],
-    )  # fmt: skip
+        pull_requests=[
+            pull_request_node(2, repo="octo/old", closingIssuesReferences=[ref("octo/old", 1)])
+        ],
+    )
     assert run("fetch", "--repo", "octo/old").exit_code == 0
     github.rename_repo("octo/old", "octo/new")
     github.repos["octo/new"]["issues"].append(
@@ -367,8 +381,13 @@ def test_a_renamed_repository_keeps_one_name_the_new_one(github, workdir, run):
     ]
     assert rows(workdir, "SELECT repo, owner, name FROM repos") == [("octo/new", "octo", "new")]
     assert rows(workdir, "SELECT count(*) FROM sync_state WHERE repo = 'octo/old'") == [(0,)]
-    for table, column in (("issues", "repo"), ("comments", "handle"), ("edges", "src"),
-                          ("edges", "dst"), ("pull_requests", "handle")):  # fmt: skip
+    for table, column in (
+        ("issues", "repo"),
+        ("comments", "handle"),
+        ("edges", "src"),
+        ("edges", "dst"),
+        ("pull_requests", "handle"),
+    ):
         found = rows(workdir, f"SELECT count(*) FROM {table} WHERE {column} LIKE 'octo/old%'")
         assert found == [(0,)], (table, column)
     assert rows(workdir, "SELECT count(*) FROM comments") == [(1,)]
@@ -415,11 +434,15 @@ def test_an_item_with_a_failing_part_is_skipped_then_read_on_the_next_run(github
     status, stats = fetch_runs(workdir)[-1]
     assert status == "partial"
     assert stats["repos"][0]["skipped"] == [
-        {"surface": "issues", "handle": "octo/hello#2",
-         "reason": "error at issues.0.comments.nodes.0.body: Something broke in comments"}
-    ]  # fmt: skip
-    mark = rows(workdir, "SELECT high_water_mark IS NOT NULL FROM sync_state "
-                         "WHERE surface = 'issues'")  # fmt: skip
+        {
+            "surface": "issues",
+            "handle": "octo/hello#2",
+            "reason": "error at issues.0.comments.nodes.0.body: Something broke in comments",
+        }
+    ]
+    mark = rows(
+        workdir, "SELECT high_water_mark IS NOT NULL FROM sync_state WHERE surface = 'issues'"
+    )
     assert mark == [(True,)]
 
     github.broken_fields.clear()
@@ -519,10 +542,12 @@ def test_a_403_for_an_integration_names_the_permission(github, workdir, run):
     github.fail_requests(
         n=1,
         status=403,
-        body={"message": "Resource not accessible by integration",
-              "documentation_url": "https://docs.github.com/graphql"},
+        body={
+            "message": "Resource not accessible by integration",
+            "documentation_url": "https://docs.github.com/graphql",
+        },
         after=1,
-    )  # fmt: skip
+    )
 
     result = run("fetch", "--repo", "octo/hello")
 
@@ -549,8 +574,13 @@ def test_a_timeout_is_answered_with_smaller_pages(github, workdir, run, status):
     assert result.exit_code == 0, result.output
     issues = requests_of(github, "Issues")
     assert [(r["variables"]["first"], r["status"]) for r in issues] == [
-        (100, status), (50, status), (25, status), (12, 200), (12, 200), (12, 200)
-    ]  # fmt: skip
+        (100, status),
+        (50, status),
+        (25, status),
+        (12, 200),
+        (12, 200),
+        (12, 200),
+    ]
     assert rows(workdir, "SELECT count(*) FROM issues") == [(30,)]
     client = json.loads(result.stdout)["client"]
     assert client["page_sizes"]["issues"] == 12
@@ -569,8 +599,14 @@ def test_a_timeout_even_one_item_at_a_time_fails_with_one_line(github, workdir, 
         "went wrong while executing your query."
     )
     assert [r["variables"]["first"] for r in requests_of(github, "Issues")] == [
-        100, 50, 25, 12, 6, 3, 1
-    ]  # fmt: skip
+        100,
+        50,
+        25,
+        12,
+        6,
+        3,
+        1,
+    ]
     assert fetch_runs(workdir)[-1][0] == "failed"
 
 
@@ -601,8 +637,9 @@ def test_status_shows_what_the_last_fetch_could_not_read(github, workdir, run):
 
     assert result.exit_code == 0, result.output
     lines = [line.strip() for line in result.stdout.splitlines()]
-    assert any(line.startswith("last fetch partial at ") and line.endswith(": 2 skipped")
-               for line in lines), lines  # fmt: skip
+    assert any(
+        line.startswith("last fetch partial at ") and line.endswith(": 2 skipped") for line in lines
+    ), lines
     assert "1 items waiting to be read again" in lines
     assert any(line.startswith("not read: discussions (FORBIDDEN") for line in lines)
     health = json.loads(run("status", "--json").stdout)["repos"]["octo/hello"]["fetch"]
@@ -614,9 +651,12 @@ def test_status_shows_what_the_last_fetch_could_not_read(github, workdir, run):
 
 def test_a_child_deleted_while_read_makes_the_item_a_gap_not_gone(github, workdir, run):
     replies = [discussion_comment_node(200 + n) for n in range(15)]  # two pages of replies
-    github.add_repo("octo/hello", discussions=[
-        discussion_node(5, comments=[discussion_comment_node(100, "top", replies=replies)])
-    ])  # fmt: skip
+    github.add_repo(
+        "octo/hello",
+        discussions=[
+            discussion_node(5, comments=[discussion_comment_node(100, "top", replies=replies)])
+        ],
+    )
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     github.repos["octo/hello"]["discussions"][0]["updatedAt"] = "2030-01-01T00:00:00Z"
     # Repository, Issues, PullRequests, Discussions; then DiscussionReplies: comment gone
@@ -643,8 +683,13 @@ def test_a_not_found_below_an_item_read_again_never_deletes_it(github, workdir, 
 
     def deep_not_found(body):  # the item nulled by a NOT_FOUND deep inside it
         body["data"]["issues"][0] = None
-        body["errors"] = [{"type": "NOT_FOUND", "path": ["issues", 0, "parent"],
-                           "message": "Could not resolve to an Issue."}]  # fmt: skip
+        body["errors"] = [
+            {
+                "type": "NOT_FOUND",
+                "path": ["issues", 0, "parent"],
+                "message": "Could not resolve to an Issue.",
+            }
+        ]
 
     # Repository, Issues, PullRequests, Discussions, Releases; then Items
     github.edit_next(deep_not_found, after=5)
@@ -662,9 +707,12 @@ def test_a_converted_issue_takes_nothing_of_the_discussion_with_it(github, workd
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     issue = github.repos["octo/hello"]["issues"].pop(1)
     github.repos["octo/hello"]["discussions"].append(
-        discussion_node(2, comments=[discussion_comment_node(9, "kept")],
-                        labels={"nodes": [{"name": "q", "color": "fff", "description": None}]})
-    )  # fmt: skip
+        discussion_node(
+            2,
+            comments=[discussion_comment_node(9, "kept")],
+            labels={"nodes": [{"name": "q", "color": "fff", "description": None}]},
+        )
+    )
     github.forbidden_ids.discard(issue["id"])
 
     result = run("fetch", "--repo", "octo/hello", "--full")
@@ -737,9 +785,12 @@ def test_a_rename_onto_a_name_that_held_another_repository(github, workdir, run)
     github.add_repo(
         "octo/old",
         issues=[issue_node(1, repo="octo/old")],
-        discussions=[discussion_node(3, repo="octo/old", comments=[
-            discussion_comment_node(5, "first", replies=[reply])])],
-    )  # fmt: skip
+        discussions=[
+            discussion_node(
+                3, repo="octo/old", comments=[discussion_comment_node(5, "first", replies=[reply])]
+            )
+        ],
+    )
     assert run("fetch", "--repo", "octo/new", "--repo", "octo/old").exit_code == 0
     del github.repos["octo/new"]  # deleted; then octo/old takes its name
     github.rename_repo("octo/old", "octo/new")
@@ -750,8 +801,13 @@ def test_a_rename_onto_a_name_that_held_another_repository(github, workdir, run)
     assert rows(workdir, "SELECT handle, title FROM issues") == [("octo/new#1", "Issue 1")]
     replies = rows(workdir, "SELECT reply_to FROM comments WHERE reply_to IS NOT NULL")
     assert replies == [("octo/new#3/comment/5",)]
-    for table, column in (("issues", "repo"), ("comments", "handle"), ("sync_state", "repo"),
-                          ("repos", "repo"), ("edges", "src")):  # fmt: skip
+    for table, column in (
+        ("issues", "repo"),
+        ("comments", "handle"),
+        ("sync_state", "repo"),
+        ("repos", "repo"),
+        ("edges", "src"),
+    ):
         assert rows(workdir, f"SELECT count(*) FROM {table} WHERE {column} LIKE 'octo/old%'") == [
             (0,)
         ], table

@@ -850,8 +850,9 @@ def test_every_commit_has_a_summary_row_beside_its_file_diffs(con, project):
     first = summaries[f"o/n@{project.shas['c1']}"]
     assert (first.title, first.preamble) == ("Start", "The first commit.")
     assert first.entity_type == "commit"
-    listed = [r[0] for r in query(con, "SELECT path FROM commit_files WHERE sha = ?",
-                                  project.shas["c1"])]  # fmt: skip
+    listed = [
+        r[0] for r in query(con, "SELECT path FROM commit_files WHERE sha = ?", project.shas["c1"])
+    ]
     assert first.body == "Files: " + ", ".join(sorted(listed))
     # without summaries, only a commit with no text diff is indexed by its message
     plain = list(iter_documents(con, DocumentSettings(commit_summary=False)))

@@ -138,22 +138,76 @@ def rows_of(found):
 
 
 HOP_ONE = [
-    (1, "in", "closes", f"{R}#3", None, "pull_request", "Fix crash", "open",
-     (f"{R}#1", "timeline:ClosedEvent", at(16)), (f"{R}#3", "body", None),
-     (f"{R}#3", "closingIssuesReferences", None)),
-    (1, "out", "duplicate_of", f"{R}#8", None, "issue", "Crash on load", "closed",
-     (f"{R}#1", "timeline:MarkedAsDuplicateEvent", at(15))),
-    (1, "in", "connected", f"{R}#3", None, "pull_request", "Fix crash", "open",
-     (f"{R}#1", "timeline:ConnectedEvent", at(12))),
-    (1, "in", "references", D, None, "commit", "Guard against a missing config", None,
-     (f"{R}#1", "timeline:ReferencedEvent", at(17))),
-    (1, "in", "mentions", f"{R}#3", None, "pull_request", "Fix crash", "open",
-     (f"{R}#3", "body", None)),
-    (1, "out", "mentions", f"{R}#4", None, "issue", "Issue 4", "open",
-     (f"{R}#1", "body", None)),
-    (1, "out", "mentions", "octo/other#9", None, None, None, None,
-     (f"{R}#1/comment/5", "comment", None)),
-]  # fmt: skip
+    (
+        1,
+        "in",
+        "closes",
+        f"{R}#3",
+        None,
+        "pull_request",
+        "Fix crash",
+        "open",
+        (f"{R}#1", "timeline:ClosedEvent", at(16)),
+        (f"{R}#3", "body", None),
+        (f"{R}#3", "closingIssuesReferences", None),
+    ),
+    (
+        1,
+        "out",
+        "duplicate_of",
+        f"{R}#8",
+        None,
+        "issue",
+        "Crash on load",
+        "closed",
+        (f"{R}#1", "timeline:MarkedAsDuplicateEvent", at(15)),
+    ),
+    (
+        1,
+        "in",
+        "connected",
+        f"{R}#3",
+        None,
+        "pull_request",
+        "Fix crash",
+        "open",
+        (f"{R}#1", "timeline:ConnectedEvent", at(12)),
+    ),
+    (
+        1,
+        "in",
+        "references",
+        D,
+        None,
+        "commit",
+        "Guard against a missing config",
+        None,
+        (f"{R}#1", "timeline:ReferencedEvent", at(17)),
+    ),
+    (
+        1,
+        "in",
+        "mentions",
+        f"{R}#3",
+        None,
+        "pull_request",
+        "Fix crash",
+        "open",
+        (f"{R}#3", "body", None),
+    ),
+    (1, "out", "mentions", f"{R}#4", None, "issue", "Issue 4", "open", (f"{R}#1", "body", None)),
+    (
+        1,
+        "out",
+        "mentions",
+        "octo/other#9",
+        None,
+        None,
+        None,
+        None,
+        (f"{R}#1/comment/5", "comment", None),
+    ),
+]
 
 
 def test_hop_one_lists_what_holds_now_in_both_directions(con):
@@ -170,9 +224,18 @@ def test_hop_two_goes_through_each_hop_one_item_without_repeating_hop_one(con):
         (2, "in", "commit_in_pr", F, f"{R}#3", None, None, None, (f"{R}#3", "mergeCommit", None)),
         (2, "out", "mentions", f"{R}#10", f"{R}#3", None, None, None, (f"{R}#3", "body", None)),
         (2, "out", "mentions", f"{R}#10", f"{R}#4", None, None, None, (f"{R}#4", "body", None)),
-        (2, "in", "closes", CLOSER, f"{R}#8", None, None, None,
-         (f"{R}#8", "timeline:ClosedEvent", at(18))),
-    ]  # fmt: skip
+        (
+            2,
+            "in",
+            "closes",
+            CLOSER,
+            f"{R}#8",
+            None,
+            None,
+            None,
+            (f"{R}#8", "timeline:ClosedEvent", at(18)),
+        ),
+    ]
 
 
 def test_history_keeps_every_recorded_event(con):
@@ -428,8 +491,15 @@ def test_doc_links_resolve_paths_anchors_urls_and_wiki_names(docs_con):
     first = rows[1]
     assert (first["source_handle"], first["source_field"]) == (f"{R}:README.md", "doc")
     assert sorted(first) == [
-        "created_at", "dst", "fetched_at", "kind", "repo", "source_field", "source_handle", "src",
-    ]  # fmt: skip
+        "created_at",
+        "dst",
+        "fetched_at",
+        "kind",
+        "repo",
+        "source_field",
+        "source_handle",
+        "src",
+    ]
 
 
 def test_replace_doc_links_swaps_only_the_docs_edges_of_the_repo(docs_con):
@@ -462,8 +532,9 @@ def test_replace_doc_links_swaps_only_the_docs_edges_of_the_repo(docs_con):
     # a wiki page is a `wiki_doc`, as search, show and the index name it
     wiki = neighbours(docs_con, f"{R}:wiki/FAQ", kinds=["links_to"])
     assert {(n.direction, n.handle, n.type) for n in wiki} == {
-        ("in", f"{R}:wiki/Home", "wiki_doc"), ("out", f"{R}:wiki/Home", "wiki_doc"),
-    }  # fmt: skip
+        ("in", f"{R}:wiki/Home", "wiki_doc"),
+        ("out", f"{R}:wiki/Home", "wiki_doc"),
+    }
 
 
 # ------------------------------------------------------------------ the command

@@ -50,9 +50,19 @@ pytestmark = pytest.mark.slow  # a built snapshot, and `ghindex serve` subproces
 
 TOOLS = ["search", "fetch", "related", "context", "sql", "status"]
 RESULT_FIELDS = (
-    "handle", "type", "repo", "number", "title", "state", "url", "updated_at", "snippet",
-    "score", "dense_rank", "sparse_rank",
-)  # fmt: skip
+    "handle",
+    "type",
+    "repo",
+    "number",
+    "title",
+    "state",
+    "url",
+    "updated_at",
+    "snippet",
+    "score",
+    "dense_rank",
+    "sparse_rank",
+)
 SURFACE = Path(__file__).with_name("mcp_tools.json")
 # Read at import: the autouse `isolated` fixture clears GHINDEX_* variables per test.
 UPDATE_SURFACE = os.environ.get("GHINDEX_UPDATE_MCP_SNAPSHOT") == "1"
@@ -357,9 +367,14 @@ def test_graph_expansion_lists_linked_items_without_a_score(server):
         server, "search", query="crash on startup", type="issue", top_k=1, graph_expand=True
     )
     two = answer(
-        server, "search", query="crash on startup", type="issue", top_k=1, graph_expand=True,
+        server,
+        "search",
+        query="crash on startup",
+        type="issue",
+        top_k=1,
+        graph_expand=True,
         graph_hops=2,
-    )  # fmt: skip
+    )
     plain = answer(server, "search", query="crash on startup", type="issue", top_k=1)
 
     assert [r["handle"] for r in one["results"]] == [R + "#1"]
@@ -749,9 +764,14 @@ BAD_VALUES = {
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_an_unknown_argument_is_named_with_the_valid_ones(server, tool):
-    base = {"search": {"query": "crash"}, "fetch": {"handles": [R + "#1"]},
-            "related": {"handle": R + "#1"}, "context": {"query": "crash"},
-            "sql": {"query": "SELECT 1"}, "status": {}}[tool]  # fmt: skip
+    base = {
+        "search": {"query": "crash"},
+        "fetch": {"handles": [R + "#1"]},
+        "related": {"handle": R + "#1"},
+        "context": {"query": "crash"},
+        "sql": {"query": "SELECT 1"},
+        "status": {},
+    }[tool]
 
     text = failure(server, tool, **base, k=3)
 
@@ -850,9 +870,19 @@ def http_servers(snapshot_dir, tmp_path_factory):
         port = free_port()
         errlog = open(home / f"{name}.stderr", "w")  # noqa: SIM115 (closed below)
         argv = [
-            sys.executable, "-m", "ghindex", "serve", "--snapshot", str(snapshot_dir),
-            "--transport", "http", "--host", host, "--port", str(port),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "ghindex",
+            "serve",
+            "--snapshot",
+            str(snapshot_dir),
+            "--transport",
+            "http",
+            "--host",
+            host,
+            "--port",
+            str(port),
+        ]
         process = subprocess.Popen(
             argv,
             env=dict(env, GHINDEX_MCP_TOKEN=token) if token else env,
@@ -1084,8 +1114,9 @@ def test_dns_rebinding_is_refused_on_every_bind(http_servers, name):
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
     rebound = httpx2.post(server["url"], json=body, headers={**headers, "Host": "evil.example"})
-    foreign = httpx2.post(server["url"], json=body,
-                          headers={**headers, "Origin": "http://evil.example"})  # fmt: skip
+    foreign = httpx2.post(
+        server["url"], json=body, headers={**headers, "Origin": "http://evil.example"}
+    )
     own_origin = httpx2.post(
         server["url"], json=body, headers={**headers, "Origin": f"http://{own}"}
     )
@@ -1095,8 +1126,9 @@ def test_dns_rebinding_is_refused_on_every_bind(http_servers, name):
     assert foreign.status_code == 403
     assert foreign.json()["error"].startswith("requests from Origin 'http://evil.example'")
     assert own_origin.status_code not in (401, 403, 421)
-    portless = httpx2.post(server["url"], json=body,
-                           headers={**headers, "Origin": "http://localhost"})  # fmt: skip
+    portless = httpx2.post(
+        server["url"], json=body, headers={**headers, "Origin": "http://localhost"}
+    )
     shouting = httpx2.post(server["url"], json=body, headers={**headers, "Host": own.upper()})
     assert portless.status_code == 403  # a page on another local port is not this server
     assert shouting.status_code not in (401, 403, 421)  # host names ignore case

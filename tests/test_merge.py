@@ -15,11 +15,20 @@ from testkit.state import rows, settings_for, store_issues
 def test_shards_merge_without_embedding_again(isolated, run):
     for name, repo in (("a", "octo/alpha"), ("b", "octo/beta")):
         shard = settings_for(isolated / "shards" / name)
-        store_issues(shard, [
-            issue_node(n, repo=repo, title=f"{repo} issue {n}", body=f"Text of {repo} #{n}.",
-                       comments=[comment_node(n * 10, body=f"A comment long enough on {n}.")])
-            for n in range(1, 4)
-        ], repo=repo)  # fmt: skip
+        store_issues(
+            shard,
+            [
+                issue_node(
+                    n,
+                    repo=repo,
+                    title=f"{repo} issue {n}",
+                    body=f"Text of {repo} #{n}.",
+                    comments=[comment_node(n * 10, body=f"A comment long enough on {n}.")],
+                )
+                for n in range(1, 4)
+            ],
+            repo=repo,
+        )
         build(shard)
 
     result = run("merge", str(isolated / "shards" / "a"), str(isolated / "shards" / "b"), "--json")

@@ -70,12 +70,26 @@ def test_a_vector_that_is_not_one_ranks_last_and_breaks_nothing():
 
 def document(handle, entity, title="", entity_type="issue"):
     return Document(
-        handle=handle, entity=entity, entity_type=entity_type, repo="o/r", type="issue",
-        number=None, title=title, body="", preamble="", state="open", labels=(), author=None,
-        author_association=None, assignees=(), milestone=None, path=None,
-        created_at=datetime(2026, 1, 1, tzinfo=UTC), updated_at=None,
+        handle=handle,
+        entity=entity,
+        entity_type=entity_type,
+        repo="o/r",
+        type="issue",
+        number=None,
+        title=title,
+        body="",
+        preamble="",
+        state="open",
+        labels=(),
+        author=None,
+        author_association=None,
+        assignees=(),
+        milestone=None,
+        path=None,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        updated_at=None,
         url=f"https://github.com/{handle.replace('#', '/issues/')}",
-    )  # fmt: skip
+    )
 
 
 def chunk(doc, text):
@@ -98,10 +112,15 @@ def test_an_item_is_the_mean_of_its_chunks_and_shown_by_its_own_document():
     lists, scores = nearest.neighbours(found.means)
     rows = nearest._table(found, lists, scores).to_pylist()
     assert rows[0] == {
-        "entity": "o/r#1", "rank": 1, "neighbour": "o/r#2", "score": pytest.approx(0.98995, 1e-4),
-        "type": "issue", "title": "Other", "url": "https://github.com/o/r/issues/2",
+        "entity": "o/r#1",
+        "rank": 1,
+        "neighbour": "o/r#2",
+        "score": pytest.approx(0.98995, 1e-4),
+        "type": "issue",
+        "title": "Other",
+        "url": "https://github.com/o/r/issues/2",
         "digest": found.digests[0],
-    }  # fmt: skip
+    }
 
 
 def random_build(rng, handles, dims=8):
@@ -123,13 +142,15 @@ def test_the_file_is_sorted_by_item_so_a_reader_opens_one_row_group(monkeypatch,
 
     meta = pq.ParquetFile(tmp_path / "nearest.parquet").metadata
     assert meta.num_row_groups == 8  # 300 rows, 40 a group
-    ranges = [(g.column(0).statistics.min, g.column(0).statistics.max)
-              for g in (meta.row_group(i) for i in range(meta.num_row_groups))]  # fmt: skip
+    ranges = [
+        (g.column(0).statistics.min, g.column(0).statistics.max)
+        for g in (meta.row_group(i) for i in range(meta.num_row_groups))
+    ]
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
     assert [n["handle"] for n in nearest.read(tmp_path / "nearest.parquet", "o/r#7", 3)] == [
-        ("o/r#" + str(j)) for j in nearest.neighbours(
-            nearest.entities(chunks, vectors).means, 3)[0][7]
-    ]  # fmt: skip
+        ("o/r#" + str(j))
+        for j in nearest.neighbours(nearest.entities(chunks, vectors).means, 3)[0][7]
+    ]
 
 
 def previous_of(built: nearest.Entities, lists: np.ndarray):
@@ -190,10 +211,15 @@ def workdir(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("nearest") / "work"
     settings = settings_for(path)
-    store_issues(settings, [
-        issue_node(n, title=f"Report {n}", body=f"{SUBJECTS[(n - 1) % 3]}. Seen in version {n}.")
-        for n in range(1, 13)
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(
+                n, title=f"Report {n}", body=f"{SUBJECTS[(n - 1) % 3]}. Seen in version {n}."
+            )
+            for n in range(1, 13)
+        ],
+    )
     build(settings)
     return path
 
@@ -289,10 +315,13 @@ def test_a_later_build_updates_the_lists_as_a_whole_build_would(workdir, tmp_pat
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
     settings = settings_for(copy)
-    store_issues(settings, [
-        issue_node(13, title="Report 13", body=f"{SUBJECTS[0]}. Seen again in version 13."),
-        issue_node(5, title="Report 5", body=f"{SUBJECTS[0]}. Now about pools, not paths."),
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(13, title="Report 13", body=f"{SUBJECTS[0]}. Seen again in version 13."),
+            issue_node(5, title="Report 5", body=f"{SUBJECTS[0]}. Now about pools, not paths."),
+        ],
+    )
 
     assert build(settings).nearest == 13
     updated = lists_of(copy)

@@ -148,32 +148,45 @@ def test_builds_use_every_core_and_queries_a_few(quantised):
 
 
 def test_a_damaged_export_is_an_error_for_int8_not_a_fallback(damaged):
-    with pytest.raises(IndexUnusable, match=r"^the index holds int8 vectors, which only ONNX "
-                       r"Runtime makes, and it failed here \(.+\): repair the onnxruntime "
-                       r"install, or rebuild the index with --precision fp32$"):  # fmt: skip
+    with pytest.raises(
+        IndexUnusable,
+        match=r"^the index holds int8 vectors, which only ONNX "
+        r"Runtime makes, and it failed here \(.+\): repair the onnxruntime "
+        r"install, or rebuild the index with --precision fp32$",
+    ):
         query_encoder(DEFAULT_MODEL, "int8")
-    with pytest.raises(ConfigError, match=r"^int8 vectors need ONNX Runtime, which failed "
-                       r"here \(.+\): use --precision fp32$"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^int8 vectors need ONNX Runtime, which failed "
+        r"here \(.+\): use --precision fp32$",
+    ):
         build_encoder(DEFAULT_MODEL, precision="int8")
 
 
 def test_an_int8_index_records_it_searches_alike_and_keeps_both_caches(quantised, isolated, run):
     settings = settings_for(isolated / "work")
-    store_issues(settings, [
-        issue_node(n, title=title, body=f"{title}: seen since the last release.")
-        for n, title in enumerate(TOPICS, 1)
-    ])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(n, title=title, body=f"{title}: seen since the last release.")
+            for n, title in enumerate(TOPICS, 1)
+        ],
+    )
 
     built = run("build", "--precision", "int8", "--json")
 
     assert built.exit_code == 0, built.output
     assert (json.loads(built.stdout)["precision"], json.loads(built.stdout)["embedded"]) == (
-        "int8", 5,
-    )  # fmt: skip
+        "int8",
+        5,
+    )
     manifest = json.loads(settings.manifest_path.read_text())
     assert manifest["model"] == {
-        "name": DEFAULT_MODEL, "dimension": 384, "precision": "int8", "encoder": "onnx",
-    }  # fmt: skip
+        "name": DEFAULT_MODEL,
+        "dimension": 384,
+        "precision": "int8",
+        "encoder": "onnx",
+    }
     db = index.connect(settings.lance_path)
     assert index.index_precision(db) == "int8"
     assert index.cache_table(DEFAULT_MODEL) not in index.table_names(db)
@@ -212,6 +225,8 @@ def test_a_build_never_imports_torch_when_onnx_works(quantised, isolated):
     )
     found = subprocess.run(
         [sys.executable, "-c", script, str(isolated / "fp32"), str(isolated / "int8")],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert found.stdout.splitlines() == ["fp32 onnx 1", "int8 onnx 1", "False False"]

@@ -69,8 +69,13 @@ def no_torch():
 )
 def test_where_a_build_embeds(device, precision, encoder, providers, torch_cuda, expected):
     def chosen():
-        return place(device, precision=precision, encoder=encoder, ort_providers=providers,
-                     torch_cuda=torch_cuda)  # fmt: skip
+        return place(
+            device,
+            precision=precision,
+            encoder=encoder,
+            ort_providers=providers,
+            torch_cuda=torch_cuda,
+        )
 
     if isinstance(expected, Placement):
         assert chosen() == expected

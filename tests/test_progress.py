@@ -65,17 +65,38 @@ WAIT = "waiting 12m 31s until the reset at 14:05:00 UTC"
 @pytest.mark.parametrize(
     ("name", "total", "unit", "verb", "done", "seconds", "expected"),
     [
-        ("build", 5686, "rows", "embedded", 1200, 30,
-         "build: 1,200 / 5,686 rows embedded, 40 rows/s, about 1m 53s left"),
-        ("publish", 45_600_000, BYTES, "uploaded", 12_000_000, 4,
-         "publish: 12.0 MB / 45.6 MB uploaded, 3.0 MB/s, about 12s left"),
+        (
+            "build",
+            5686,
+            "rows",
+            "embedded",
+            1200,
+            30,
+            "build: 1,200 / 5,686 rows embedded, 40 rows/s, about 1m 53s left",
+        ),
+        (
+            "publish",
+            45_600_000,
+            BYTES,
+            "uploaded",
+            12_000_000,
+            4,
+            "publish: 12.0 MB / 45.6 MB uploaded, 3.0 MB/s, about 12s left",
+        ),
         ("octo/hello", None, "issues", "", 100, 4, "octo/hello: 100 issues, 25 issues/s"),
         ("octo/hello", None, "issues", "", 1, 0.5, "octo/hello: 1 issue"),  # no rate yet
         ("rate limit", None, None, WAIT, 0, 130, f"rate limit: {WAIT}, 2m 10s so far"),
-        ("pull", 999, BYTES, "downloaded", 999, 3,
-         "pull: 999 bytes / 999 bytes downloaded, 333 bytes/s"),  # done: no time left
+        (
+            "pull",
+            999,
+            BYTES,
+            "downloaded",
+            999,
+            3,
+            "pull: 999 bytes / 999 bytes downloaded, 333 bytes/s",
+        ),  # done: no time left
     ],
-)  # fmt: skip
+)
 def test_a_task_line_says_counts_rate_and_time_left(
     name, total, unit, verb, done, seconds, expected
 ):
@@ -252,8 +273,13 @@ def test_a_rate_limit_wait_is_a_task_naming_the_reset(three_issues, monkeypatch)
         three_issues.rate_limit["resetAt"] = "2000-01-01T00:00:00Z"
 
     variables = {"owner": "octo", "name": "hello"}
-    with GraphQLClient(three_issues.url, three_issues.token, sleep=sleep,
-                       clock=lambda: reset - 750, progress=recorder) as github:  # fmt: skip
+    with GraphQLClient(
+        three_issues.url,
+        three_issues.token,
+        sleep=sleep,
+        clock=lambda: reset - 750,
+        progress=recorder,
+    ) as github:
         github.execute("repository", variables)
         github.execute("repository", variables)
 
@@ -310,8 +336,11 @@ def test_publish_and_pull_count_the_bytes_they_move(small_build, isolated):
     unchanged = publish(small_build, store, progress=sent_again)
 
     [upload] = sent.named("publish")
-    assert (upload.unit, upload.total, upload.done) == (BYTES, published.bytes_uploaded,
-                                                        published.bytes_uploaded)  # fmt: skip
+    assert (upload.unit, upload.total, upload.done) == (
+        BYTES,
+        published.bytes_uploaded,
+        published.bytes_uploaded,
+    )
     assert published.bytes_uploaded > 0 and upload.closed
     [download] = got.named("pull")
     assert (download.total, download.done) == (pulled.bytes_downloaded, pulled.bytes)

@@ -37,21 +37,33 @@ def two_snapshots(tmp_path_factory):
     base = tmp_path_factory.mktemp("two")
     work = base / "work"
     settings = settings_for(work)
-    store_issues(settings, [issue_node(n, title=f"Issue {n}", body="words " * 40)
-                            for n in range(1, 6)])  # fmt: skip
+    store_issues(
+        settings, [issue_node(n, title=f"Issue {n}", body="words " * 40) for n in range(1, 6)]
+    )
     build(settings)
     store = Store(str(base / "store"))
     old = publish(work, store).snapshot_id
     flat = base / "flat"
     shutil.copytree(work, flat)
-    store_issues(settings, [issue_node(2, title="Issue 2, edited", body="other words"),
-                            issue_node(6, title="Issue 6", body="new words " * 30)])  # fmt: skip
+    store_issues(
+        settings,
+        [
+            issue_node(2, title="Issue 2, edited", body="other words"),
+            issue_node(6, title="Issue 6", body="new words " * 30),
+        ],
+    )
     build(settings)
     new = publish(work, store).snapshot_id
     pulled = base / "pulled"
     pull(store, pulled, snapshot_id=old)
-    return {"store": base / "store", "old": old, "new": new, "flat": flat, "pulled": pulled,
-            "counts": {old: 5, new: 6}}  # fmt: skip
+    return {
+        "store": base / "store",
+        "old": old,
+        "new": new,
+        "flat": flat,
+        "pulled": pulled,
+        "counts": {old: 5, new: 6},
+    }
 
 
 def readable(dest: Path, counts: dict[str, int]) -> str:
@@ -93,8 +105,14 @@ def steps_of_a_pull(two, start: Path, tmp: Path) -> list[str]:
     dest = tmp / "traced"
     shutil.copytree(start, dest, symlinks=True)
     trace = tmp / "trace.txt"
-    done = ghindex("pull", "--store", str(two["store"]), "--dest", str(dest),
-                   env={"GHINDEX_FAULT_TRACE": str(trace)})  # fmt: skip
+    done = ghindex(
+        "pull",
+        "--store",
+        str(two["store"]),
+        "--dest",
+        str(dest),
+        env={"GHINDEX_FAULT_TRACE": str(trace)},
+    )
     assert done.returncode == 0, done.stderr
     return trace.read_text().splitlines()
 
@@ -112,8 +130,14 @@ def test_a_pull_killed_at_any_step_leaves_a_readable_snapshot(two_snapshots, sta
         dest = isolated / f"killed-{number}"
         shutil.copytree(two[start], dest, symlinks=True)
 
-        killed = ghindex("pull", "--store", str(two["store"]), "--dest", str(dest),
-                         env={"GHINDEX_FAULT_KILL_AT": str(number)})  # fmt: skip
+        killed = ghindex(
+            "pull",
+            "--store",
+            str(two["store"]),
+            "--dest",
+            str(dest),
+            env={"GHINDEX_FAULT_KILL_AT": str(number)},
+        )
 
         assert killed.returncode == -signal.SIGKILL, (steps[number - 1], killed.stderr)
         seen.add(readable(dest, two["counts"]))  # old or new, whole
@@ -157,10 +181,20 @@ def test_a_waiting_pull_says_what_it_waits_for(two_snapshots, isolated):
     shutil.copytree(two["pulled"], dest, symlinks=True)
     with locked(dest, "update"):
         waiting = subprocess.Popen(
-            [sys.executable, "-m", "ghindex", "pull", "--store", str(two["store"]),
-             "--dest", str(dest)],
-            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "ghindex",
+                "pull",
+                "--store",
+                str(two["store"]),
+                "--dest",
+                str(dest),
+            ],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         first = waiting.stderr.readline()
         assert waiting.poll() is None  # still waiting while the lock is held
     waiting.communicate(timeout=120)
@@ -246,14 +280,16 @@ def test_update_works_from_inside_its_own_workdir(github, isolated, monkeypatch,
     assert run("update", "--repo", "octo/hello", "--store", store).exit_code == 0
     work = isolated / "work"
     monkeypatch.delenv("GHINDEX_WORKDIR")
-    github.repos["octo/hello"]["issues"][0].update(title="One, edited",
-                                                   updatedAt="2030-01-01T00:00:00Z")  # fmt: skip
+    github.repos["octo/hello"]["issues"][0].update(
+        title="One, edited", updatedAt="2030-01-01T00:00:00Z"
+    )
     for where in (work, work / "snapshots"):
         monkeypatch.chdir(where)
         relative = os.path.relpath(work, where)
 
-        result = run("--workdir", relative, "update", "--repo", "octo/hello", "--store", store,
-                     "--json")  # fmt: skip
+        result = run(
+            "--workdir", relative, "update", "--repo", "octo/hello", "--store", store, "--json"
+        )
 
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
@@ -284,13 +320,21 @@ def test_a_hostile_snapshot_on_s3_is_refused_too(two_snapshots, craft, s3_store_
     else:
         path, expected = "lance/big.bin", f"{blob_path(digest)} in {s3_store_url}"
         store.put(blob_path(digest), piece * 12)  # 3 MiB where one 256 KiB piece is declared
-    entry = {"path": path, "size": PIECE_SIZE, "sha256": digest,
-             "pieces": [{"sha256": digest, "size": PIECE_SIZE}]}  # fmt: skip
+    entry = {
+        "path": path,
+        "size": PIECE_SIZE,
+        "sha256": digest,
+        "pieces": [{"sha256": digest, "size": PIECE_SIZE}],
+    }
     snapshot_id = new_snapshot_id()
     body = json.dumps({**old, "snapshot_id": snapshot_id, "files": [*old["files"], entry]})
     store.put(manifest_path(snapshot_id), body.encode())
-    pointer = {"generation": 2, "snapshot_id": snapshot_id, "created_at": "2026-12-01T00:00:00",
-               "manifest_sha256": hashlib.sha256(body.encode()).hexdigest()}  # fmt: skip
+    pointer = {
+        "generation": 2,
+        "snapshot_id": snapshot_id,
+        "created_at": "2026-12-01T00:00:00",
+        "manifest_sha256": hashlib.sha256(body.encode()).hexdigest(),
+    }
     store.put("refs/latest/000000000002.json", json.dumps(pointer).encode())
     assert latest_ref(store).snapshot_id == snapshot_id
 
@@ -299,7 +343,8 @@ def test_a_hostile_snapshot_on_s3_is_refused_too(two_snapshots, craft, s3_store_
 
     assert expected in str(refused.value) and "\n" not in str(refused.value)
     if craft == "oversized-blob":
-        assert str(refused.value).endswith("is larger than the 262,144 bytes it may be: "
-                                           "the store is damaged")  # fmt: skip
+        assert str(refused.value).endswith(
+            "is larger than the 262,144 bytes it may be: the store is damaged"
+        )
     assert canary.read_text() == "untouched"
     assert readable(dest, {good.snapshot_id: 5}) == good.snapshot_id

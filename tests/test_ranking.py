@@ -9,8 +9,15 @@ R = "o/r"
 
 
 def hit(number: int, score: float):
-    row = {"handle": f"{R}#{number}", "entity": f"{R}#{number}", "type": "issue", "repo": R,
-           "entity_type": "issue", "number": number, "text": f"text {number}"}  # fmt: skip
+    row = {
+        "handle": f"{R}#{number}",
+        "entity": f"{R}#{number}",
+        "type": "issue",
+        "repo": R,
+        "entity_type": "issue",
+        "number": number,
+        "text": f"text {number}",
+    }
     return make_hit(row, score, None, None)
 
 

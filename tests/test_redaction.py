@@ -181,8 +181,11 @@ def planted_repo(github, tmp_path: Path) -> Path:
     long_key = next(s for s in SECRETS if s.format == "private-key-unfenced-4096")
     issues.append(issue_node(900, body="Intro paragraph. " * 120 + "\n" + long_key.snippet))
     every = "\n\n".join(s.snippet for s in SECRETS)
-    review = review_comment_node(77, "this line leaks", diffHunk="@@ -1 +1,40 @@\n" + "\n".join(
-        f"+{line}" for line in every.splitlines()))  # fmt: skip
+    review = review_comment_node(
+        77,
+        "this line leaks",
+        diffHunk="@@ -1 +1,40 @@\n" + "\n".join(f"+{line}" for line in every.splitlines()),
+    )
     github.add_repo(
         "octo/hello",
         issues=issues,
@@ -191,7 +194,7 @@ def planted_repo(github, tmp_path: Path) -> Path:
         ],
         discussions=[discussion_node(960, body=every)],
         releases=[release_node("v1.0", description=every)],
-    )  # fmt: skip
+    )
     clone = Repo(tmp_path / "clone")
     clone.write("README.md", "# Hello\n")
     clone.commit("Start")
@@ -221,8 +224,11 @@ def everything_stored(workdir: Path) -> str:
     con = open_state(state, read_only=True)
     try:
         for table, column in text_columns(state):
-            values += [v for (v,) in con.execute(f'SELECT "{column}"::VARCHAR FROM {table}')
-                       .fetchall() if v]  # fmt: skip
+            values += [
+                v
+                for (v,) in con.execute(f'SELECT "{column}"::VARCHAR FROM {table}').fetchall()
+                if v
+            ]
     finally:
         con.close()
     chunks = lancedb.connect(workdir / "lance").open_table("chunks").to_arrow()

@@ -71,8 +71,9 @@ def test_kill_9_mid_paging_then_resume(github, isolated, run):
     assert parse_time(first["variables"]["since"].replace("+00:00", "Z")) == newest - timedelta(
         minutes=5
     )
-    assert rows(workdir, "SELECT count(*), count(DISTINCT handle), min(number), max(number) "
-                         "FROM issues") == [(600, 600, 1, 600)]  # fmt: skip
+    assert rows(
+        workdir, "SELECT count(*), count(DISTINCT handle), min(number), max(number) FROM issues"
+    ) == [(600, 600, 1, 600)]
     assert rows(workdir, "SELECT count(*), count(DISTINCT handle) FROM comments") == [(600, 600)]
     assert rows(workdir, "SELECT count(*) FROM pull_requests") == [(250,)]
     assert rows(workdir, "SELECT status FROM runs") == [("ok",)]

@@ -80,10 +80,16 @@ def test_a_server_with_no_copy_yet_says_the_workdir_is_being_rebuilt(tmp_path):
     holder = SnapshotHolder(current=open_snapshot(workdir))
     server = create_server(holder)
     hold = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
-         "print('held', flush=True); time.sleep(30)", str(workdir / "state.duckdb")],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(30)",
+            str(workdir / "state.duckdb"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert hold.stdout.readline().strip() == "held"
 

@@ -57,8 +57,9 @@ def tree(where: Path) -> dict[str, str]:
 
 def edit_one_issue(workdir):
     settings = settings_for(workdir)
-    store_issues(settings, [issue_node(7, title="Issue 7 was edited",
-                                       body="A new body for issue seven.")])  # fmt: skip
+    store_issues(
+        settings, [issue_node(7, title="Issue 7 was edited", body="A new body for issue seven.")]
+    )
     build(settings)
 
 
@@ -107,8 +108,11 @@ def test_an_incremental_publish_and_pull_move_only_what_changed(workdir, store_u
     fresh = new.blobs() - old.blobs()
     assert second.blobs_uploaded == len(fresh) < len(new.blobs())
     assert second.bytes_uploaded < first.bytes_uploaded
-    unchanged_lance = [f for f in new.files if f.path.startswith("lance/")
-                       and {p.sha256 for p in f.pieces} <= old.blobs()]  # fmt: skip
+    unchanged_lance = [
+        f
+        for f in new.files
+        if f.path.startswith("lance/") and {p.sha256 for p in f.pieces} <= old.blobs()
+    ]
     assert unchanged_lance, "unchanged index files are shared, not uploaded again"
     again = pull(store, dest)
     assert again.snapshot_id == second.snapshot_id
@@ -132,8 +136,12 @@ def test_a_corrupt_blob_fails_the_pull_and_keeps_the_old_copy(workdir, store_url
     edit_one_issue(workdir)
     second = publish(workdir, store)
     manifest = read_manifest(store, latest_ref(store))
-    changed = sorted(manifest.blobs() - read_manifest(store, snapshot_id=json.loads(
-        (dest / "manifest.json").read_text())["snapshot_id"]).blobs())  # fmt: skip
+    changed = sorted(
+        manifest.blobs()
+        - read_manifest(
+            store, snapshot_id=json.loads((dest / "manifest.json").read_text())["snapshot_id"]
+        ).blobs()
+    )
     store.put(blob_path(changed[0]), b"not what the manifest says")
 
     with pytest.raises(SnapshotError, match="fails verification"):
@@ -330,11 +338,18 @@ def test_secrets_stay_out_of_manifests_and_messages(workdir, store_url, monkeypa
 
 @pytest.mark.slow
 def test_update_starts_from_nothing_then_moves_only_what_changed(github, store_url, run, isolated):
-    github.add_repo("octo/hello", issues=[
-        issue_node(n, title=f"Issue {n}", body=f"Body of issue {n}. " * 10,
-                   updatedAt=f"2024-01-{n:02d}T00:00:00Z")
-        for n in range(1, 21)
-    ])  # fmt: skip
+    github.add_repo(
+        "octo/hello",
+        issues=[
+            issue_node(
+                n,
+                title=f"Issue {n}",
+                body=f"Body of issue {n}. " * 10,
+                updatedAt=f"2024-01-{n:02d}T00:00:00Z",
+            )
+            for n in range(1, 21)
+        ],
+    )
 
     first = run("update", "--repo", "octo/hello", "--store", store_url, "--json")
 

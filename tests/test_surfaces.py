@@ -38,16 +38,32 @@ def long_issue():
         for i in range(1, 111)
     ]
     events += [
-        event("MarkedAsDuplicateEvent", 40, duplicate=ref("octo/hello", 1),
-              canonical=ref("octo/hello", 7)),
-        event("ConnectedEvent", 41, source=ref("octo/hello", 2, "PullRequest"),
-              subject=ref("octo/hello", 1)),
-        event("ReferencedEvent", 42, commit={"oid": "d" * 40},
-              commitRepository={"nameWithOwner": "octo/hello"}),
+        event(
+            "MarkedAsDuplicateEvent",
+            40,
+            duplicate=ref("octo/hello", 1),
+            canonical=ref("octo/hello", 7),
+        ),
+        event(
+            "ConnectedEvent",
+            41,
+            source=ref("octo/hello", 2, "PullRequest"),
+            subject=ref("octo/hello", 1),
+        ),
+        event(
+            "ReferencedEvent",
+            42,
+            commit={"oid": "d" * 40},
+            commitRepository={"nameWithOwner": "octo/hello"},
+        ),
         event("ClosedEvent", 43, closer=ref("octo/hello", 2, "PullRequest")),
-        event("CrossReferencedEvent", 44, source=ref("elsewhere/app", 5, "PullRequest"),
-              willCloseTarget=True),
-    ]  # fmt: skip
+        event(
+            "CrossReferencedEvent",
+            44,
+            source=ref("elsewhere/app", 5, "PullRequest"),
+            willCloseTarget=True,
+        ),
+    ]
     return issue_node(
         1,
         body="Broken since #4.\n\n```\nnot a ref #99\n```",
@@ -62,16 +78,25 @@ def big_pull():
     """A pull request with more reviews, threads, thread comments and commits than
     the list query's first page holds."""
     threads = [
-        thread_node(f"t{t}", [review_comment_node(t * 100 + c, body=f"note {t}.{c}",
-                                                  pullRequestReview={"databaseId": 1})
-                              for c in range(1, 3)])
+        thread_node(
+            f"t{t}",
+            [
+                review_comment_node(
+                    t * 100 + c, body=f"note {t}.{c}", pullRequestReview={"databaseId": 1}
+                )
+                for c in range(1, 3)
+            ],
+        )
         for t in range(1, 13)
-    ]  # fmt: skip
+    ]
     threads[0]["comments"] = [
-        review_comment_node(5000 + c, body=f"long thread {c}: the retry loop needs a limit",
-                            replyTo={"databaseId": 5001} if c > 1 else None)
+        review_comment_node(
+            5000 + c,
+            body=f"long thread {c}: the retry loop needs a limit",
+            replyTo={"databaseId": 5001} if c > 1 else None,
+        )
         for c in range(1, 16)
-    ]  # fmt: skip
+    ]
     threads[0].update(isResolved=True, isOutdated=True, resolvedBy={"login": "maintainer"})
     return pull_request_node(
         2,
@@ -136,10 +161,20 @@ def test_every_surface_lands_in_its_table(rich, workdir, run):
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["repos"][0] == {
-        "repo": "octo/hello", "issues": 1, "pull_requests": 1, "discussions": 1, "releases": 2,
-        "deleted": [], "transferred": [], "inaccessible": [], "hidden": [],
-         "held_back": [], "skipped": [], "renamed_from": None, "partial": False,
-    }  # fmt: skip
+        "repo": "octo/hello",
+        "issues": 1,
+        "pull_requests": 1,
+        "discussions": 1,
+        "releases": 2,
+        "deleted": [],
+        "transferred": [],
+        "inaccessible": [],
+        "hidden": [],
+        "held_back": [],
+        "skipped": [],
+        "renamed_from": None,
+        "partial": False,
+    }
     counts = rows(
         workdir,
         "SELECT (SELECT count(*) FROM comments WHERE parent_type = 'issue'), "
@@ -155,10 +190,22 @@ def test_nested_connections_are_paged_not_truncated(rich, run):
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
 
     assert sorted(set(operations(rich))) == sorted(
-        ["Repository", "Issues", "IssueComments", "TimelineItems", "PullRequests",
-         "PullRequestReviews", "ReviewThreads", "ReviewThreadComments", "PullRequestCommits",
-         "Discussions", "DiscussionComments", "DiscussionReplies", "Releases"]
-    )  # fmt: skip
+        [
+            "Repository",
+            "Issues",
+            "IssueComments",
+            "TimelineItems",
+            "PullRequests",
+            "PullRequestReviews",
+            "ReviewThreads",
+            "ReviewThreadComments",
+            "PullRequestCommits",
+            "Discussions",
+            "DiscussionComments",
+            "DiscussionReplies",
+            "Releases",
+        ]
+    )
     # 150 comments: the first 100 inline, then one page of up to 100
     assert operations(rich).count("IssueComments") == 1
     assert operations(rich).count("ReviewThreadComments") == 1
@@ -208,9 +255,15 @@ def test_reviews_and_review_threads(rich, workdir, run):
     )
     assert long_thread == [
         ("octo/hello#2/review-comment/5001", None, "src/app.py", True, True, "maintainer"),
-        ("octo/hello#2/review-comment/5015", "octo/hello#2/review-comment/5001",
-         "src/app.py", True, True, "maintainer"),
-    ]  # fmt: skip
+        (
+            "octo/hello#2/review-comment/5015",
+            "octo/hello#2/review-comment/5001",
+            "src/app.py",
+            True,
+            True,
+            "maintainer",
+        ),
+    ]
     assert rows(
         workdir, "SELECT review_handle, diff_hunk FROM review_comments WHERE database_id = 201"
     ) == [("octo/hello#2/review/1", "@@ -1,3 +1,4 @@\n+import os")]
@@ -236,15 +289,30 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
     commit_edges = [e for e in edges if e[2] == "commit_in_pr"]
     assert len(commit_edges) == 61  # 60 commits + the merge commit
     assert [e for e in edges if e[2] != "commit_in_pr"] == [
-        ("elsewhere/app#5", "octo/hello#1", "closes", "octo/hello#1",
-         "timeline:CrossReferencedEvent"),
-        ("elsewhere/app#5", "octo/hello#1", "cross_references", "octo/hello#1",
-         "timeline:CrossReferencedEvent"),
+        (
+            "elsewhere/app#5",
+            "octo/hello#1",
+            "closes",
+            "octo/hello#1",
+            "timeline:CrossReferencedEvent",
+        ),
+        (
+            "elsewhere/app#5",
+            "octo/hello#1",
+            "cross_references",
+            "octo/hello#1",
+            "timeline:CrossReferencedEvent",
+        ),
         ("octo/hello#1", "octo/hello#2", "mentions", "octo/hello#1/comment/5", "comment"),
         ("octo/hello#1", "octo/hello#4", "mentions", "octo/hello#1", "body"),
         ("octo/hello#1", "octo/hello#50", "sub_issue_of", "octo/hello#1", "parent"),
-        ("octo/hello#1", "octo/hello#7", "duplicate_of", "octo/hello#1",
-         "timeline:MarkedAsDuplicateEvent"),
+        (
+            "octo/hello#1",
+            "octo/hello#7",
+            "duplicate_of",
+            "octo/hello#1",
+            "timeline:MarkedAsDuplicateEvent",
+        ),
         ("octo/hello#1", "octo/hello#9", "mentions", "octo/hello#1/comment/5", "comment"),
         ("octo/hello#1", "octo/other#3", "mentions", "octo/hello#1/comment/5", "comment"),
         ("octo/hello#2", "octo/hello#1", "closes", "octo/hello#1", "timeline:ClosedEvent"),
@@ -253,13 +321,28 @@ def test_links_land_in_edges_with_their_provenance(rich, workdir, run):
         ("octo/hello#2", "octo/hello#1", "connected", "octo/hello#1", "timeline:ConnectedEvent"),
         ("octo/hello#2", "octo/hello#1", "mentions", "octo/hello#2", "body"),
         ("octo/hello#9", "octo/hello#1", "mentions", "octo/hello#9", "body"),
-        ("octo/hello@" + "d" * 40, "octo/hello#1", "references", "octo/hello#1",
-         "timeline:ReferencedEvent"),
-        ("octo/hello@release/v1.0", "octo/hello#1", "mentions", "octo/hello@release/v1.0",
-         "release"),
-        ("octo/hello@release/v1.0", "octo/hello#2", "mentions", "octo/hello@release/v1.0",
-         "release"),
-    ]  # fmt: skip
+        (
+            "octo/hello@" + "d" * 40,
+            "octo/hello#1",
+            "references",
+            "octo/hello#1",
+            "timeline:ReferencedEvent",
+        ),
+        (
+            "octo/hello@release/v1.0",
+            "octo/hello#1",
+            "mentions",
+            "octo/hello@release/v1.0",
+            "release",
+        ),
+        (
+            "octo/hello@release/v1.0",
+            "octo/hello#2",
+            "mentions",
+            "octo/hello@release/v1.0",
+            "release",
+        ),
+    ]
     cross = rows(workdir, "SELECT count(*) FROM edges WHERE kind = 'cross_references'")
     assert cross == [(111,)]
 
@@ -304,8 +387,9 @@ def test_a_deleted_release_leaves_on_the_next_run(rich, workdir, run):
 
 @pytest.mark.slow
 def test_deletions_are_confirmed_per_item_and_only_with_full(github, workdir, run):
-    github.add_repo("octo/hello", issues=[issue_node(n, comments=[comment_node(n)])
-                                         for n in range(1, 6)])  # fmt: skip
+    github.add_repo(
+        "octo/hello", issues=[issue_node(n, comments=[comment_node(n)]) for n in range(1, 6)]
+    )
     github.add_repo("octo/new-home")
     assert run("fetch", "--repo", "octo/hello").exit_code == 0
     issues = github.repos["octo/hello"]["issues"]
@@ -353,16 +437,24 @@ def test_every_fetched_surface_is_searchable_with_its_own_type(rich, workdir, ru
     built = run("build", "--json")
     assert built.exit_code == 0, built.output
     assert set(json.loads(built.stdout)["counts"]) == {
-        "issue", "pull_request", "discussion", "issue_comment", "pr_review",
-        "pr_review_comment", "release",
-    }  # fmt: skip
+        "issue",
+        "pull_request",
+        "discussion",
+        "issue_comment",
+        "pr_review",
+        "pr_review_comment",
+        "release",
+    }
 
-    answer = run("search", "Use the --full flag", "--type", "issue_comment", "--mode", "sparse",
-                 "--json")  # fmt: skip
+    answer = run(
+        "search", "Use the --full flag", "--type", "issue_comment", "--mode", "sparse", "--json"
+    )
     top = json.loads(answer.stdout)["results"][0]
     assert (top["handle"], top["entity"], top["entity_type"]) == (
-        "octo/hello#9/comment/201", "octo/hello#9", "discussion"
-    )  # fmt: skip
+        "octo/hello#9/comment/201",
+        "octo/hello#9",
+        "discussion",
+    )
     release = run("search", "v1.0", "--type", "release", "--json")
     assert json.loads(release.stdout)["results"][0]["entity"] == "octo/hello@release/v1.0"
     fixed = run("search", "octo/hello#1", "--json")

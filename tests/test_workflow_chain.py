@@ -48,10 +48,17 @@ def choose(tmp_path, *, event="schedule", min_interval="0", current="1", runs=No
     output.write_text("", encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(CHAIN.parent / "choose.py")],
-        env={"RUNNER_TEMP": str(temp), "GITHUB_OUTPUT": str(output), "GITHUB_EVENT_NAME": event,
-             "MIN_INTERVAL": min_interval, "CURRENT_RUN": current},
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env={
+            "RUNNER_TEMP": str(temp),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_EVENT_NAME": event,
+            "MIN_INTERVAL": min_interval,
+            "CURRENT_RUN": current,
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
     return outputs, done.stdout.splitlines()
 
@@ -82,8 +89,10 @@ def test_a_run_that_claims_this_repository_but_ran_a_forks_code_is_not_trusted(t
     outputs, log = choose(tmp_path, runs=answer)
 
     assert outputs["run-id"] == ""
-    assert log[-1] == "ignored artifact 90 of run 999: its run is not a successful run of this " \
-        "workflow on 'main'"  # fmt: skip
+    assert (
+        log[-1] == "ignored artifact 90 of run 999: its run is not a successful run of this "
+        "workflow on 'main'"
+    )
     assert "ignored artifact 91 of run 1001: it ran on a fork's code" in log
 
 

@@ -44,12 +44,19 @@ class Reader:
         return self.snapshot.relation(query, params)
 
     def search(
-        self, query: str, *, k: int = 10, mode: str = "hybrid", rerank: bool = False,
-        sort: str = "relevance", **filters: Any,
-    ) -> list[Hit]:  # fmt: skip
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        rerank: bool = False,
+        sort: str = "relevance",
+        **filters: Any,
+    ) -> list[Hit]:
         """Hybrid search over the index."""
-        response = self.snapshot.search(query, Filters.of(**filters), k=k, mode=mode,
-                                        rerank=rerank, sort=sort)  # fmt: skip
+        response = self.snapshot.search(
+            query, Filters.of(**filters), k=k, mode=mode, rerank=rerank, sort=sort
+        )
         return response.results
 
     def scan(self, *, k: int = 10, sort: str = "updated_desc", **filters: Any) -> list[Hit]:

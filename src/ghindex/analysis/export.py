@@ -83,10 +83,14 @@ def _earlier(dest: Path, name: str) -> list[Path]:
     if folder.is_dir():
         for entry in folder.iterdir():
             ours = (entry.name == EMPTY_FILE and entry.is_file()) or (
-                entry.name.startswith("repo=") and entry.is_dir() and not entry.is_symlink()
-                and all(f.suffix == ".parquet" and f.is_file() and not f.is_symlink()
-                        for f in entry.iterdir())
-            )  # fmt: skip
+                entry.name.startswith("repo=")
+                and entry.is_dir()
+                and not entry.is_symlink()
+                and all(
+                    f.suffix == ".parquet" and f.is_file() and not f.is_symlink()
+                    for f in entry.iterdir()
+                )
+            )
             if not ours:
                 raise ExportError(f"{entry} was not written by an export: {_REFUSAL}")
         found.append(folder)

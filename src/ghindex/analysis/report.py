@@ -25,9 +25,14 @@ from ghindex.state.database import no_state
 
 # Duration buckets for latency histograms, in hours.
 BUCKETS = [
-    ("< 1 h", 1), ("< 1 day", 24), ("< 1 week", 168), ("< 1 month", 720),
-    ("< 3 months", 2160), ("< 1 year", 8760), ("≥ 1 year", float("inf")),
-]  # fmt: skip
+    ("< 1 h", 1),
+    ("< 1 day", 24),
+    ("< 1 week", 168),
+    ("< 1 month", 720),
+    ("< 3 months", 2160),
+    ("< 1 year", 8760),
+    ("≥ 1 year", float("inf")),
+]
 COLOURS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c"]
 WIDTH, HEIGHT, PAD = 720, 240, 40
 STYLE = """
@@ -59,8 +64,13 @@ class Report:
     links: int = 0  # listed items that link to their page
 
     def shows(self) -> dict[str, Any]:
-        return {"repositories": self.repositories, "facts": self.facts, "charts": self.charts,
-                "tables": self.tables, "links": self.links}  # fmt: skip
+        return {
+            "repositories": self.repositories,
+            "facts": self.facts,
+            "charts": self.charts,
+            "tables": self.tables,
+            "links": self.links,
+        }
 
 
 def render(state: Path) -> Report:
@@ -131,37 +141,47 @@ def _page(con) -> Report:
         _section(
             "Open pull requests awaiting review (oldest first)",
             _items(
-                report, "open_prs_awaiting_review", con, hosts,
+                report,
+                "open_prs_awaiting_review",
+                con,
+                hosts,
                 "SELECT repo, url, handle, title, author, CAST(created_at AS DATE) AS opened, "
-                "days_waiting AS \"days waiting\" FROM open_prs_awaiting_review LIMIT 15",
+                'days_waiting AS "days waiting" FROM open_prs_awaiting_review LIMIT 15',
             ),
         ),
         _section(
             "Open issues idle for 90 days or more (longest first)",
             _items(
-                report, "stale_issues", con, hosts,
+                report,
+                "stale_issues",
+                con,
+                hosts,
                 "SELECT repo, url, handle, title, author, CAST(updated_at AS DATE) AS "
-                "\"last activity\", days_idle AS \"days idle\" FROM stale_issues LIMIT 15",
+                '"last activity", days_idle AS "days idle" FROM stale_issues LIMIT 15',
             ),
         ),
         _section(
             "Top reviewers",
             _table(
-                report, "top_reviewers", con,
+                report,
+                "top_reviewers",
+                con,
                 "SELECT repo, author, reviews, approvals, "
-                "changes_requested AS \"changes requested\" "
+                'changes_requested AS "changes requested" '
                 "FROM top_reviewers ORDER BY reviews DESC, repo, author LIMIT 10",
             ),
         ),
         _section(
             "Top commenters",
             _table(
-                report, "top_commenters", con,
+                report,
+                "top_commenters",
+                con,
                 "SELECT repo, author, comments, threads FROM top_commenters "
                 "ORDER BY comments DESC, repo, author LIMIT 10",
             ),
         ),
-    ]  # fmt: skip
+    ]
     facts = "".join(
         f"<div class=fact><b>{n:,}</b><span>{html.escape(k.replace('_', ' '))}</span></div>"
         for k, n in report.facts.items()
@@ -272,22 +292,28 @@ def _lines(labels: Sequence[str], series: dict[str, Sequence[int]]) -> str:
                 f"<title>{name}</title></polyline>"
             )
         else:  # one period: a dot, as a line needs two
-            parts.append(f'<circle cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="4" '
-                         f'fill="{colour}"><title>{name}</title></circle>')  # fmt: skip
+            parts.append(
+                f'<circle cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="4" '
+                f'fill="{colour}"><title>{name}</title></circle>'
+            )
         left = PAD + n * 140
         parts.append(
             f'<rect x="{left}" y="8" width="10" height="10" fill="{colour}"/>'
             f'<text x="{left + 14}" y="17">{name}</text>'
         )
     for i in sorted({0, last // 2, last}):
-        parts.append(f'<text x="{x(i):.1f}" y="{HEIGHT - PAD + 16}" '
-                     f'text-anchor="middle">{html.escape(labels[i])}</text>')  # fmt: skip
+        parts.append(
+            f'<text x="{x(i):.1f}" y="{HEIGHT - PAD + 16}" '
+            f'text-anchor="middle">{html.escape(labels[i])}</text>'
+        )
     return _svg("".join(parts), "monthly counts")
 
 
 def _svg(body: str, label: str) -> str:
-    return (f'<svg role="img" aria-label="{html.escape(label)}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-            f'width="100%">{body}</svg>')  # fmt: skip
+    return (
+        f'<svg role="img" aria-label="{html.escape(label)}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'width="100%">{body}</svg>'
+    )
 
 
 def _table(report: Report, name: str, con, sql: str) -> str:

@@ -174,8 +174,13 @@ def relations() -> list[dict]:
                 found[table]["columns"].append((column, kind, (meaning or "").strip(), name))
             elif created:
                 kind, relation = created.groups()
-                entry = {"name": relation, "kind": kind.lower(), "migration": name,
-                         "about": " ".join(c for c in comments if c), "columns": []}  # fmt: skip
+                entry = {
+                    "name": relation,
+                    "kind": kind.lower(),
+                    "migration": name,
+                    "about": " ".join(c for c in comments if c),
+                    "columns": [],
+                }
                 found[relation] = entry
                 if kind == "TABLE":
                     index += 1
@@ -202,8 +207,12 @@ def view_columns() -> dict[str, list[tuple[str, str]]]:
     try:
         for _name, sql in migrations():
             con.execute(sql)
-        names = [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
-                                           "WHERE NOT internal").fetchall()]  # fmt: skip
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        ]
         return {
             name: [(c[0], c[1]) for c in con.execute(f'DESCRIBE "{name}"').fetchall()]
             for name in names
@@ -245,8 +254,14 @@ def render() -> str:
             meaning = VIEW_COLUMNS.get(column) or COMMON.get(column, "")
             out.append(f"| `{column}` | {kind} | {meaning.replace('|', '/')} |")
         out.append("")
-    out += ["## Edge kinds", "", "`edges.kind` takes these values, strongest first:", "",
-            "| kind | meaning |", "|---|---|"]  # fmt: skip
+    out += [
+        "## Edge kinds",
+        "",
+        "`edges.kind` takes these values, strongest first:",
+        "",
+        "| kind | meaning |",
+        "|---|---|",
+    ]
     out += [f"| `{kind}` | {meaning} |" for kind, meaning in edges.MEANINGS.items()]
     return "\n".join(out).rstrip() + "\n"
 

@@ -26,8 +26,15 @@ from ghindex.cli.output import emit_json, say, visible
 @snapshot_options
 @json_option
 @click.pass_obj
-def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str | None,
-        store: str | None, as_json: bool) -> None:  # fmt: skip
+def sql(
+    obj: Context,
+    query: str | None,
+    fmt: str,
+    max_rows: int,
+    snapshot: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
     """Run one read-only SQL statement (DuckDB) over the snapshot's state database.
 
     Without a query, prints how to open the database in the duckdb shell. Files,
@@ -68,13 +75,15 @@ def sql(obj: Context, query: str | None, fmt: str, max_rows: int, snapshot: str 
 
 @cli.command()
 @click.argument("dest", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
-              show_default=True)  # fmt: skip
+@click.option(
+    "--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True
+)
 @snapshot_options
 @json_option
 @click.pass_obj
-def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str | None,
-           as_json: bool) -> None:  # fmt: skip
+def export(
+    obj: Context, dest: str, fmt: str, snapshot: str | None, store: str | None, as_json: bool
+) -> None:
     """Write every table and view as Parquet, one per table (partitioned by repo when
     the snapshot holds several repositories), for pandas, Polars, Spark or DuckDB.
 
@@ -95,8 +104,7 @@ def export(obj: Context, dest: str, fmt: str, snapshot: str | None, store: str |
 @snapshot_options
 @json_option
 @click.pass_obj
-def report(obj: Context, out: str, snapshot: str | None, store: str | None,
-           as_json: bool) -> None:  # fmt: skip
+def report(obj: Context, out: str, snapshot: str | None, store: str | None, as_json: bool) -> None:
     """Write a self-contained HTML page with charts: issue and pull request flow,
     time to close, time to first response, review latency, the pull requests and
     issues waiting longest (linked to GitHub), who reviews and who comments. Prints

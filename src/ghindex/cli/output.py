@@ -83,8 +83,11 @@ def search_text(response: SearchResponse) -> str:
     for unmatched in response.filters_unmatched:
         lines.append(f"note: no indexed item has {unmatched}")
     if not response.results:
-        lines.append(f"no results for {response.query!r}" if response.query
-                     else "no item matches the filters")  # fmt: skip
+        lines.append(
+            f"no results for {response.query!r}"
+            if response.query
+            else "no item matches the filters"
+        )
     for rank, hit in enumerate(response.results, 1):
         state = f", {hit.state}" if hit.state else ""
         labels = f"  [{', '.join(hit.labels)}]" if hit.labels else ""
@@ -126,16 +129,22 @@ def context_text(body: dict[str, Any]) -> str:
     for unmatched in body.get("filters_unmatched") or []:
         lines.append(f"note: no indexed item has {unmatched}")
     for passage in body["passages"]:
-        lines += ["", f"[{passage['handle']}] {passage['title']}  {passage['url']}",
-                  passage["text"].strip()]  # fmt: skip
+        lines += [
+            "",
+            f"[{passage['handle']}] {passage['title']}  {passage['url']}",
+            passage["text"].strip(),
+        ]
     lines += ["", f"({len(body['passages'])} passages, about {body['tokens']} tokens)"]
     return visible("\n".join(lines).lstrip("\n"))
 
 
 def item_text(item: dict[str, Any]) -> str:
     """An item from `ghindex show`, for reading in a terminal."""
-    lines = [f"{item['handle']}  ({item['type']}"
-             + (f", {item['state']}" if item.get("state") else "") + ")"]  # fmt: skip
+    lines = [
+        f"{item['handle']}  ({item['type']}"
+        + (f", {item['state']}" if item.get("state") else "")
+        + ")"
+    ]
     if item.get("title"):
         lines.append(item["title"])
     if item.get("url"):

@@ -124,12 +124,25 @@ def search(
     }
     with open_for_query(obj, snapshot, store) as snap:
         if query is None:
-            response = snap.scan(Filters(**options), k=k,
-                                 sort="updated_desc" if sort == "relevance" else sort,
-                                 expand=expand, hops=hops)  # fmt: skip
+            response = snap.scan(
+                Filters(**options),
+                k=k,
+                sort="updated_desc" if sort == "relevance" else sort,
+                expand=expand,
+                hops=hops,
+            )
         else:
-            response = snap.search(query, Filters(**options), k=k, mode=mode, rerank=rerank,
-                                   mmr=mmr, sort=sort, expand=expand, hops=hops)  # fmt: skip
+            response = snap.search(
+                query,
+                Filters(**options),
+                k=k,
+                mode=mode,
+                rerank=rerank,
+                mmr=mmr,
+                sort=sort,
+                expand=expand,
+                hops=hops,
+            )
     if as_json:
         emit_json(response.as_dict())
     else:
@@ -146,11 +159,20 @@ def search(
     help="Budget for the passages (about four characters a token).",
 )
 @click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
-@click.option("--type", "types", multiple=True, type=click.Choice(FILTER_TYPES),
-              help="Only this kind of document or entity.")  # fmt: skip
-@click.option("--state", "states", multiple=True,
-              type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
-              help="Only items in this state.")  # fmt: skip
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    type=click.Choice(FILTER_TYPES),
+    help="Only this kind of document or entity.",
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
+    help="Only items in this state.",
+)
 @click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
 @snapshot_options
 @json_option
@@ -177,8 +199,9 @@ def context(
     """
     from ghindex.query.filters import Filters
 
-    chosen = Filters(repos=repos, types=types, states=tuple(s.lower() for s in states),
-                     labels=labels)  # fmt: skip
+    chosen = Filters(
+        repos=repos, types=types, states=tuple(s.lower() for s in states), labels=labels
+    )
     with open_for_query(obj, snapshot, store) as snap:
         body = snap.context(question, chosen, max_tokens=max_tokens)
     if as_json:
@@ -438,7 +461,14 @@ def serve(
         immutable = (root / STAMP).exists()
         holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
     try:
-        run(holder, transport=transport, host=host, port=port, token=token,
-            allowed_host=allowed_host, allowed_origin=allowed_origin)  # fmt: skip
+        run(
+            holder,
+            transport=transport,
+            host=host,
+            port=port,
+            token=token,
+            allowed_host=allowed_host,
+            allowed_origin=allowed_origin,
+        )
     finally:
         holder.stop()

@@ -87,8 +87,9 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
 @click.option("--snapshot", "snapshot_id", metavar="ID", help="A snapshot id (default: latest).")
 @json_option
 @click.pass_obj
-def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | None,
-         as_json: bool) -> None:  # fmt: skip
+def pull(
+    obj: Context, store: str | None, dest: str | None, snapshot_id: str | None, as_json: bool
+) -> None:
     """Download a snapshot, verify every file, and switch to it atomically.
 
     Files the destination already holds are not downloaded again. Everything read
@@ -102,14 +103,20 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
     from ghindex.snapshot import pull as run_pull
 
     settings, source = _store(obj, store)
-    report = run_pull(source, Path(dest) if dest else settings.workdir, snapshot_id=snapshot_id,
-                      progress=progress(not as_json))  # fmt: skip
+    report = run_pull(
+        source,
+        Path(dest) if dest else settings.workdir,
+        snapshot_id=snapshot_id,
+        progress=progress(not as_json),
+    )
     if as_json:
         emit_json(report.as_dict())
         return
-    what = "already up to date" if report.unchanged else (
-        f"downloaded {report.bytes_downloaded:,} bytes, reused {report.bytes_reused:,}"
-    )  # fmt: skip
+    what = (
+        "already up to date"
+        if report.unchanged
+        else (f"downloaded {report.bytes_downloaded:,} bytes, reused {report.bytes_reused:,}")
+    )
     say(f"{report.snapshot_id} in {report.dest}: {what}")
 
 
@@ -124,8 +131,9 @@ def pull(obj: Context, store: str | None, dest: str | None, snapshot_id: str | N
 @max_wait_option
 @json_option
 @click.pass_obj
-def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force, max_wait,
-           as_json) -> None:  # fmt: skip
+def update(
+    obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force, max_wait, as_json
+) -> None:
     """Pull the latest snapshot (if any), fetch, build, publish: what CI runs.
 
     With an empty store it starts from nothing. An interrupted update publishes
@@ -180,8 +188,9 @@ def update(obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force,
 )
 @json_option
 @click.pass_obj
-def gc(obj: Context, store: str | None, keep: int | None, grace_hours: float,
-       as_json: bool) -> None:  # fmt: skip
+def gc(
+    obj: Context, store: str | None, keep: int | None, grace_hours: float, as_json: bool
+) -> None:
     """Remove snapshots beyond the newest N and blobs no kept snapshot uses.
 
     The snapshot the pointer names is never removed, and a publish in flight is
@@ -344,8 +353,10 @@ def _fetch_health(health: dict) -> list[str]:
             for k in ("deleted", "transferred", "inaccessible", "held_back", "hidden", "skipped")
             if last.get(k)
         )
-        lines.append(f"last fetch {last['status']} at {last['finished_at']}"
-                     + (f": {counted}" if counted else ""))  # fmt: skip
+        lines.append(
+            f"last fetch {last['status']} at {last['finished_at']}"
+            + (f": {counted}" if counted else "")
+        )
     for surface, reason in sorted((health.get("refused") or {}).items()):
         lines.append(f"not read: {surface.replace('_', ' ')} ({reason})")
     if health.get("unread_items"):

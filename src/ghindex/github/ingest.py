@@ -242,8 +242,15 @@ def fetch(
     return report
 
 
-def _fetch_repos(con, client, metadata: list[Node], report: FetchReport, full: bool,
-                 force: bool, progress: Progress) -> None:  # fmt: skip
+def _fetch_repos(
+    con,
+    client,
+    metadata: list[Node],
+    report: FetchReport,
+    full: bool,
+    force: bool,
+    progress: Progress,
+) -> None:
     with progress.task("fetch", len(metadata), unit="repositories", verb="done") as counted:
         for node in metadata:
             with transaction(con):
@@ -252,8 +259,10 @@ def _fetch_repos(con, client, metadata: list[Node], report: FetchReport, full: b
                     renames.rename_repo(con, old, node["nameWithOwner"])
                 repo = items.save_repository(con, node)
             if old:
-                progress.note(f"{old} is now {repo} on GitHub (renamed or transferred): "
-                              "its stored rows now use the new name")  # fmt: skip
+                progress.note(
+                    f"{old} is now {repo} on GitHub (renamed or transferred): "
+                    "its stored rows now use the new name"
+                )
             done = RepoReport(repo, renamed_from=old)
             report.repos.append(done)
             _sync_repo(con, client, node, done, full, force, progress)
@@ -266,11 +275,13 @@ def _sync_repo(
     repo, say = done.repo, progress.note
     if node.get("hasIssuesEnabled", True) or full:
         done.issues = _surface(con, done, "issues", progress, _sync_issues, client, full)
-    done.pull_requests = _surface(con, done, "pull_requests", progress, _sync_descending,
-                                  client, _PULLS, full)  # fmt: skip
+    done.pull_requests = _surface(
+        con, done, "pull_requests", progress, _sync_descending, client, _PULLS, full
+    )
     if node.get("hasDiscussionsEnabled", True) or full:
-        done.discussions = _surface(con, done, "discussions", progress, _sync_descending,
-                                    client, _DISCUSSIONS, full)  # fmt: skip
+        done.discussions = _surface(
+            con, done, "discussions", progress, _sync_descending, client, _DISCUSSIONS, full
+        )
     done.releases = _surface(con, done, "releases", progress, _sync_releases, client)
     read_gaps_again(con, client, done, say)
     if full:

@@ -43,8 +43,10 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
     for surface, node_id, _handle in rows:
         pending.setdefault(surface, []).append(node_id)
     known = {node_id: handle for _surface, node_id, handle in rows}
-    say(f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
-        "answered with errors")  # fmt: skip
+    say(
+        f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
+        "answered with errors"
+    )
     # Item gaps met by this run's pages are read now, and counted from the answer.
     done.skipped = [s for s in done.skipped if s["handle"] is None]
     try:
@@ -64,10 +66,14 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
             places = {i: _where(n, repo, name) for i, n in where.found.items()}
             here = [where.found[i] for i, place in places.items() if place == "here"]
             moved = [i for i, place in places.items() if place == "moved"]
-            unreadable = {**where.unreadable, **{
-                i: "GitHub did not say which repository it is in"
-                for i, place in places.items() if place == "unknown"
-            }}  # fmt: skip
+            unreadable = {
+                **where.unreadable,
+                **{
+                    i: "GitHub did not say which repository it is in"
+                    for i, place in places.items()
+                    if place == "unknown"
+                },
+            }
             setattr(done, name, getattr(done, name) + _SAVE[name](con, repo, here))
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)
@@ -76,8 +82,9 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
             gaps.clear(con, repo, name, [*(n["id"] for n in here), *where.gone, *moved])
             for node_id, reason in unreadable.items():
                 gaps.record(con, repo, name, node_id, known.get(node_id), reason)
-                done.skipped.append({"surface": name, "handle": known.get(node_id),
-                                     "reason": reason})  # fmt: skip
+                done.skipped.append(
+                    {"surface": name, "handle": known.get(node_id), "reason": reason}
+                )
 
 
 def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Say) -> None:
@@ -109,9 +116,11 @@ def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Sa
     stored = _stored_items(con, repo)
     if not force and len(removals) > GUARD_MIN and len(removals) > GUARD_SHARE * stored:
         done.held_back = [candidates[i][1] for i in removals]
-        say(f"{repo}: {len(removals)} of {stored} stored items look deleted or moved; "
+        say(
+            f"{repo}: {len(removals)} of {stored} stored items look deleted or moved; "
             f"nothing was removed (more than {GUARD_SHARE:.0%}): check the token's access, "
-            "then run `ghindex fetch --full --force` to remove them")  # fmt: skip
+            "then run `ghindex fetch --full --force` to remove them"
+        )
         return
     gone: dict[str, list[str]] = {}
     for node_id in removals:

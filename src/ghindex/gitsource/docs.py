@@ -317,9 +317,10 @@ def _raw_diff(git: Git, old: str, new: str) -> list[tuple[str, str | None, str, 
                 continue
             change = read_raw_change(out, meta)
             old_path, path = (
-                (change.path, change.new_path) if change.new_path is not None
+                (change.path, change.new_path)
+                if change.new_path is not None
                 else (None, change.path)
-            )  # fmt: skip
+            )
             entries.append((change.status[0], old_path, path, change.new_mode, change.new_blob))
     return entries
 

@@ -25,13 +25,19 @@ from typing import IO
 from ghindex.errors import ConfigError, GitSourceError
 
 _CONFIG = (
-    "-c", "core.quotepath=off",
-    "-c", "core.pager=cat",
-    "-c", "core.fsmonitor=false",
-    "-c", "color.ui=never",
-    "-c", "log.showSignature=false",
-    "-c", "log.showRoot=true",
-)  # fmt: skip
+    "-c",
+    "core.quotepath=off",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "color.ui=never",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "log.showRoot=true",
+)
 
 _SHA = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 

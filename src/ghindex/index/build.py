@@ -139,8 +139,10 @@ def build(
         con = redaction.compact_if_needed(settings.state_path, con)
         notes = [note] if note else []
         if reread and not git:
-            notes.append("the stored git text stays redacted until a build with --git or "
-                         "--wiki reads it again")  # fmt: skip
+            notes.append(
+                "the stored git text stays redacted until a build with --git or "
+                "--wiki reads it again"
+            )
         for line in notes:
             say(line)
         with redact.tally(settings.redact) as redactions:

@@ -36,10 +36,17 @@ _UNDERLINE_LEVEL = {"=": 1, "-": 2, "~": 3}
 # commit also has a summary row: documents.py). Types not named here keep every piece,
 # up to `max_chunks`. Chosen by measurement on the eval sets: docs/search.md.
 DEFAULT_BUDGET: tuple[tuple[str, int], ...] = (
-    ("issue", 1), ("pull_request", 1), ("discussion", 1),
-    ("issue_comment", 1), ("pr_review", 1), ("pr_review_comment", 1),
-    ("release", 2), ("doc", 8), ("wiki_doc", 8), ("diff", 1),
-)  # fmt: skip
+    ("issue", 1),
+    ("pull_request", 1),
+    ("discussion", 1),
+    ("issue_comment", 1),
+    ("pr_review", 1),
+    ("pr_review_comment", 1),
+    ("release", 2),
+    ("doc", 8),
+    ("wiki_doc", 8),
+    ("diff", 1),
+)
 
 
 @dataclass(frozen=True)
@@ -148,16 +155,29 @@ def split_diff(patch: str, settings: ChunkSettings) -> list[str]:
         hunks.append("\n".join(current))
     pieces: list[str] = []
     for hunk in hunks:
-        pieces.extend(_split_lines(hunk, settings) if estimate_tokens(hunk) > settings.max_tokens
-                      else [hunk])  # fmt: skip
+        pieces.extend(
+            _split_lines(hunk, settings) if estimate_tokens(hunk) > settings.max_tokens else [hunk]
+        )
     return [p for _, p in _pack([((), p, True) for p in pieces], settings, respect_headings=False)]
 
 
 def _is_diff_header(line: str) -> bool:
     return line.startswith(
-        ("diff --git", "index ", "--- ", "+++ ", "new file mode", "deleted file mode",
-         "similarity index", "rename from", "rename to", "old mode", "new mode", "Binary files")
-    )  # fmt: skip
+        (
+            "diff --git",
+            "index ",
+            "--- ",
+            "+++ ",
+            "new file mode",
+            "deleted file mode",
+            "similarity index",
+            "rename from",
+            "rename to",
+            "old mode",
+            "new mode",
+            "Binary files",
+        )
+    )
 
 
 def _blocks(text: str) -> list[tuple[tuple[str, ...], str, bool]]:

@@ -39,9 +39,17 @@ class DocumentSettings:
     skip_types: tuple[str, ...] = ()  # whole document types (e.g. "diff")
     commit_summary: bool = True  # every commit also gets a row of its message and files
     skip_paths: tuple[str, ...] = (  # generated files whose diffs drown real changes
-        "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock",
-        "uv.lock", "Pipfile.lock", "composer.lock", "go.sum", "Gemfile.lock",
-    )  # fmt: skip
+        "package-lock.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "poetry.lock",
+        "Cargo.lock",
+        "uv.lock",
+        "Pipfile.lock",
+        "composer.lock",
+        "go.sum",
+        "Gemfile.lock",
+    )
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -54,8 +54,11 @@ def merge(
     `progress` counts the shards copied, then those whose vectors joined the cache."""
     progress = progress or Progress()
     shards = [live_root(shard) for shard in shards]  # a pulled shard: its current version
-    held = [index.index_precision(index.connect(shard / INDEX_DIR)) for shard in shards
-            if (shard / INDEX_DIR).is_dir()]  # fmt: skip
+    held = [
+        index.index_precision(index.connect(shard / INDEX_DIR))
+        for shard in shards
+        if (shard / INDEX_DIR).is_dir()
+    ]
     precision = precision or next((p for p in held if p), DEFAULT_PRECISION)
     report = MergeReport(precision=precision)
     for shard in shards:
@@ -102,9 +105,13 @@ def merge(
 
 
 def _copy_state(
-    con, alias: str, shard: Path, keys: dict[str, list[str]], seen: dict[str, set[str | None]],
+    con,
+    alias: str,
+    shard: Path,
+    keys: dict[str, list[str]],
+    seen: dict[str, set[str | None]],
     report: MergeReport,
-) -> None:  # fmt: skip
+) -> None:
     """Every table of one shard's state into the target's, counted in `report.rows`;
     what the shard's text went through (redacted or not) into `seen`."""
     open_state(shard / STATE_FILE).close()  # bring the shard's schema up to date

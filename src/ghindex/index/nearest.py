@@ -311,7 +311,6 @@ def read(path: Path, handle: str, k: int) -> list[dict[str, Any]]:
     finally:
         con.close()
     return [
-        {"handle": n, "type": t or "", "title": title or "", "url": url or "",
-         "score": round(s, 6)}
+        {"handle": n, "type": t or "", "title": title or "", "url": url or "", "score": round(s, 6)}
         for n, t, title, url, s in rows
-    ]  # fmt: skip
+    ]

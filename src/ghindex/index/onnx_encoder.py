@@ -171,8 +171,9 @@ def export(name: str) -> Path:
             return self.network(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
     network = LastHidden().eval()
-    sample = tokenizer(["an example", "a longer example of text"], padding=True,
-                       return_tensors="pt")  # fmt: skip
+    sample = tokenizer(
+        ["an example", "a longer example of text"], padding=True, return_tensors="pt"
+    )
     target = export_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
@@ -180,17 +181,25 @@ def export(name: str) -> Path:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and deprecation notes, not for users
             torch.onnx.export(
-                network, tuple(sample[n] for n in names), str(work / MODEL_FILE),
-                dynamo=False, input_names=names, output_names=["last_hidden_state"],
+                network,
+                tuple(sample[n] for n in names),
+                str(work / MODEL_FILE),
+                dynamo=False,
+                input_names=names,
+                output_names=["last_hidden_state"],
                 dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
-                opset_version=17, do_constant_folding=True,
-            )  # fmt: skip
+                opset_version=17,
+                do_constant_folding=True,
+            )
         tokenizer.backend_tokenizer.save(str(work / TOKENIZER_FILE))
-        meta = {"model": canonical_model_name(name), "format": FORMAT,
-                "dimension": int(model.get_embedding_dimension()),
-                "max_seq_length": int(model.max_seq_length),
-                "pad_id": int(tokenizer.pad_token_id),
-                "pad_token": tokenizer.pad_token}  # fmt: skip
+        meta = {
+            "model": canonical_model_name(name),
+            "format": FORMAT,
+            "dimension": int(model.get_embedding_dimension()),
+            "max_seq_length": int(model.max_seq_length),
+            "pad_id": int(tokenizer.pad_token_id),
+            "pad_token": tokenizer.pad_token,
+        }
         (work / META_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)

@@ -20,8 +20,15 @@ SORTS = ("relevance", "updated_desc", "created_desc")
 # Filters where several values mean "any of them"; the others need every value.
 _ANY_OF = ("repo", "state", "author", "milestone", "type", "any_label", "assignee")
 # A flat argument's name -> the field it fills (`label` and `labels` both mean all of them).
-_FIELD_OF = {"repo": "repos", "type": "types", "state": "states", "label": "labels",
-             "author": "authors", "assignee": "assignees", "milestone": "milestones"}  # fmt: skip
+_FIELD_OF = {
+    "repo": "repos",
+    "type": "types",
+    "state": "states",
+    "label": "labels",
+    "author": "authors",
+    "assignee": "assignees",
+    "milestone": "milestones",
+}
 _SINGLE = ("path_prefix", "since", "until", "created_since", "created_until")
 
 

@@ -39,17 +39,24 @@ def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
 
     def row_score(row: dict[str, Any]) -> float:
         if mode == "hybrid":
-            return max(1.0 / (RRF_K + chunk_rank[(n, row["id"])]) for n, _ in lists
-                       if (n, row["id"]) in chunk_rank)  # fmt: skip
+            return max(
+                1.0 / (RRF_K + chunk_rank[(n, row["id"])])
+                for n, _ in lists
+                if (n, row["id"]) in chunk_rank
+            )
         return float(row["_score"])
 
     hits = []
     for entity, rows in rows_of.items():
         d, s = entity_rank.get(("dense", entity)), entity_rank.get(("sparse", entity))
-        score = (sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None) if mode == "hybrid"
-                 else max(float(r["_score"]) for r in rows.values()))  # fmt: skip
-        best = min(rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9)
-                                                    for n, _ in lists))  # fmt: skip
+        score = (
+            sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None)
+            if mode == "hybrid"
+            else max(float(r["_score"]) for r in rows.values())
+        )
+        best = min(
+            rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9) for n, _ in lists)
+        )
         hit = make_hit(best, score, d, s, with_snippet=False)  # made for the few returned
         hit.same_entity = same_entity(list(rows.values()), best, row_score)
         hits.append(hit)

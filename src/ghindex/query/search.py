@@ -41,9 +41,24 @@ DEPTH = (100, 10)  # rows each retriever ranks: at least the first, and the seco
 LINK_SOURCES = 20  # the best fused entities whose closing links lift their other end
 LINK_WEIGHT = 0.98  # share of a hit's score given to what closes it or what it closes
 _COLUMNS = [
-    "id", "handle", "entity", "entity_type", "repo", "type", "number", "title", "text", "state",
-    "labels", "author", "author_association", "url", "updated_at", "created_at", "vector",
-]  # fmt: skip
+    "id",
+    "handle",
+    "entity",
+    "entity_type",
+    "repo",
+    "type",
+    "number",
+    "title",
+    "text",
+    "state",
+    "labels",
+    "author",
+    "author_association",
+    "url",
+    "updated_at",
+    "created_at",
+    "vector",
+]
 _NO_VECTOR = [c for c in _COLUMNS if c != "vector"]  # the vectors only serve MMR
 # what the retrievers read: enough to fuse; the hits kept are read whole by row id
 _LIGHT = ["id", "handle", "entity", "entity_type", "repo", "type"]
@@ -187,8 +202,9 @@ class Searcher:
         listed = ", ".join(literal(e) for e in entities)
         rows = self.table.search().where(f"entity IN ({listed}) AND {_HEAD}")
         rows = rows.select(["entity", "created_at"]).limit(None).to_list()
-        return {r["entity"]: r["created_at"].isoformat() for r in rows
-                if r["created_at"] is not None}  # fmt: skip
+        return {
+            r["entity"]: r["created_at"].isoformat() for r in rows if r["created_at"] is not None
+        }
 
     def nearest(self, entity: str, k: int = 10) -> list[dict[str, Any]]:
         """Entities whose text is closest to `entity`'s (the mean of its chunk vectors)."""
@@ -328,8 +344,10 @@ class Searcher:
         listed = ", ".join(literal(e) for e in entities)
         predicate = f"entity IN ({listed}) AND {_HEAD}" + (f" AND {where}" if where else "")
         rows = self.table.search().where(predicate).select(columns).limit(None).to_list()
-        return [make_hit(entity_rows[0], 0.0, None, None, with_snippet=False)
-                for entity_rows in group(rows).values()]  # fmt: skip
+        return [
+            make_hit(entity_rows[0], 0.0, None, None, with_snippet=False)
+            for entity_rows in group(rows).values()
+        ]
 
     def _annotate(
         self, hits: Sequence[Hit], known: dict[str, dict[str, list[str]]] | None = None

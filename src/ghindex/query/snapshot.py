@@ -81,9 +81,13 @@ class Snapshot(SnapshotFiles):
 
     @classmethod
     def open(
-        cls, location: str | Path, *, built: bool = False, dest: str | Path | None = None,
+        cls,
+        location: str | Path,
+        *,
+        built: bool = False,
+        dest: str | Path | None = None,
         **options: Any,
-    ) -> Snapshot:  # fmt: skip
+    ) -> Snapshot:
         """The snapshot in a local directory (its current version), or the newest one of
         a store URL, pulled into `dest` (default `.ghindex/snapshot`) first, downloading
         only what changed. `built`: refuse a directory with no manifest (no build yet)."""
@@ -335,8 +339,14 @@ class Snapshot(SnapshotFiles):
         check_handles("related", [handle])
         near = self._nearest_items() if nearest and self.lance_path.exists() else None
         with self.state() as con:
-            return related(con, handle, hops=hops, kinds=kinds or None,
-                           include_history=history, nearest_items=near)  # fmt: skip
+            return related(
+                con,
+                handle,
+                hops=hops,
+                kinds=kinds or None,
+                include_history=history,
+                nearest_items=near,
+            )
 
     def _nearest_items(self):
         """The nearest items the build listed (no model, no LanceDB), or for a snapshot

@@ -176,8 +176,10 @@ def run_on(
                 row, size = _fit(row, size, max_bytes)
                 rows.append(row)
                 if size >= max_bytes:
-                    reason = (f"cut at {max_bytes:,} bytes: select fewer or narrower columns, "
-                              "or fewer rows")  # fmt: skip
+                    reason = (
+                        f"cut at {max_bytes:,} bytes: select fewer or narrower columns, "
+                        "or fewer rows"
+                    )
                     break
             if reason is None and time.perf_counter() - started > timeout:
                 reason = f"stopped at the {timeout:g} s time limit"

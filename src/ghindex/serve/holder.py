@@ -42,10 +42,15 @@ class ServedSnapshot(Snapshot):
     `build` may rewrite, where it is and its manifest's stamp when opened."""
 
     def __init__(
-        self, root: Path, manifest: dict[str, Any], *, held: contextlib.ExitStack,
-        served_from: Path | None = None, stamp: tuple[int, int] | None = None,
+        self,
+        root: Path,
+        manifest: dict[str, Any],
+        *,
+        held: contextlib.ExitStack,
+        served_from: Path | None = None,
+        stamp: tuple[int, int] | None = None,
         copy: StateCopy | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if copy is None:  # nothing writes to it: its state stays open between requests
             super().__init__(root, manifest, state="held")
         else:  # a workdir fetch and build may be writing: answer from a private copy
@@ -81,9 +86,14 @@ def open_snapshot(
             copy = copy or StateCopy(root / STATE_FILE)
             copy.acquire()
             held.callback(copy.release)
-        served = ServedSnapshot(root, manifest, held=held,
-                                served_from=None if immutable else path,
-                                stamp=stamp, copy=None if immutable else copy)  # fmt: skip
+        served = ServedSnapshot(
+            root,
+            manifest,
+            held=held,
+            served_from=None if immutable else path,
+            stamp=stamp,
+            copy=None if immutable else copy,
+        )
         served.searcher  # noqa: B018 - open the index now: a broken one fails here, not later
     except BaseException:
         held.close()

@@ -151,14 +151,31 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         `#123`, `owner/repo#123`, a commit SHA or a file path finds that item first.
         `filters_unmatched` names filter values that match nothing at all. An answer cut
         to fit the token budget says `truncated` and gives `next_offset`."""
-        chosen = tools.filters(repo=repo, type=type, state=state, labels=labels, author=author,
-                               assignee=assignee, milestone=milestone, path_prefix=path_prefix,
-                               since=since, until=until)  # fmt: skip
+        chosen = tools.filters(
+            repo=repo,
+            type=type,
+            state=state,
+            labels=labels,
+            author=author,
+            assignee=assignee,
+            milestone=milestone,
+            path_prefix=path_prefix,
+            since=since,
+            until=until,
+        )
         with holder.use() as snapshot:
             return tools.search(
-                snapshot, query, chosen, top_k=top_k, mode=mode, rerank=rerank, sort=sort,
-                graph_expand=graph_expand, graph_hops=graph_hops, offset=offset,
-            )  # fmt: skip
+                snapshot,
+                query,
+                chosen,
+                top_k=top_k,
+                mode=mode,
+                rerank=rerank,
+                sort=sort,
+                graph_expand=graph_expand,
+                graph_hops=graph_hops,
+                offset=offset,
+            )
 
     @server.tool(annotations=READ_ONLY)
     @answer
@@ -231,8 +248,15 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         """The passages most relevant to a question that fit `max_tokens`, each cited with
         its handle and URL. When nothing matches, `note` says so: answer that no
         source was found rather than from memory."""
-        chosen = tools.filters(repo=repo, type=type, state=state, labels=labels, author=author,
-                               since=since, until=until)  # fmt: skip
+        chosen = tools.filters(
+            repo=repo,
+            type=type,
+            state=state,
+            labels=labels,
+            author=author,
+            since=since,
+            until=until,
+        )
         with holder.use() as snapshot:
             return tools.context(snapshot, query, chosen, max_tokens)
 
@@ -283,8 +307,7 @@ def strict_arguments(server: MCPServer) -> None:
     async def checked(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = registered.get(name)
         if tool is not None:
-            problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model,
-                                       arguments)  # fmt: skip
+            problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model, arguments)
             if problem:
                 raise ToolError(problem)
         return await call_tool(name, arguments, context)
@@ -383,25 +406,39 @@ def header_guard(
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                       for k, v in scope.get("headers") or []}  # fmt: skip
+            headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1")
+                for k, v in scope.get("headers") or []
+            }
             host = headers.get("host", "")
             if host.lower() not in hosts:
-                await refuse(send, 421, f"this server does not answer to Host {host[:100]!r}: "
-                             "add it with --allowed-host if a proxy forwards it")  # fmt: skip
+                await refuse(
+                    send,
+                    421,
+                    f"this server does not answer to Host {host[:100]!r}: "
+                    "add it with --allowed-host if a proxy forwards it",
+                )
                 return
             origin = headers.get("origin")
             if origin is not None and origin not in allowed_origins:
-                await refuse(send, 403, f"requests from Origin {origin[:100]!r} are refused: "
-                             "add it with --allowed-origin if it is yours")  # fmt: skip
+                await refuse(
+                    send,
+                    403,
+                    f"requests from Origin {origin[:100]!r} are refused: "
+                    "add it with --allowed-origin if it is yours",
+                )
                 return
             if token is not None:
                 scheme, _, given = headers.get("authorization", "").strip().partition(" ")
                 if scheme.lower() != "bearer" or not hmac.compare_digest(
                     given.strip().encode(), token.encode()
                 ):
-                    await refuse(send, 401, "missing or wrong bearer token",
-                                 [(b"www-authenticate", b'Bearer realm="ghindex"')])  # fmt: skip
+                    await refuse(
+                        send,
+                        401,
+                        "missing or wrong bearer token",
+                        [(b"www-authenticate", b'Bearer realm="ghindex"')],
+                    )
                     return
         await app(scope, receive, send)
 

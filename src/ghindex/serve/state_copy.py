@@ -75,8 +75,11 @@ class StateCopy:
             return
         wal = self.source.with_name(self.source.name + ".wal")
         wal_stat = wal.stat() if wal.exists() else None
-        seen = (stat.st_mtime_ns, stat.st_size,
-                *((wal_stat.st_mtime_ns, wal_stat.st_size) if wal_stat else ()))  # fmt: skip
+        seen = (
+            stat.st_mtime_ns,
+            stat.st_size,
+            *((wal_stat.st_mtime_ns, wal_stat.st_size) if wal_stat else ()),
+        )
         if seen == self._seen:
             return
         try:

@@ -26,8 +26,11 @@ SQL_MAX_ROWS = 1000
 
 def envelope(snapshot: Snapshot, body: dict[str, Any]) -> dict[str, Any]:
     """Every answer says which snapshot it comes from and how old that is."""
-    return {"snapshot_id": snapshot.snapshot_id, "snapshot_age_seconds": snapshot.age_seconds(),
-            **body}  # fmt: skip
+    return {
+        "snapshot_id": snapshot.snapshot_id,
+        "snapshot_age_seconds": snapshot.age_seconds(),
+        **body,
+    }
 
 
 def filters(**given: Any) -> Filters:

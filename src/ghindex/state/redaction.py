@@ -31,11 +31,22 @@ from ghindex.state.rows import now, replace_from
 # Which tables each writer fills; `SHARED` ones are written by both (links, run
 # records, gaps) and redacted with either.
 SOURCES = {
-    "github": ("repos", "issues", "pull_requests", "discussions", "comments", "reviews",
-               "review_comments", "releases", "milestones", "labels", "issue_labels",
-               "assignees"),
+    "github": (
+        "repos",
+        "issues",
+        "pull_requests",
+        "discussions",
+        "comments",
+        "reviews",
+        "review_comments",
+        "releases",
+        "milestones",
+        "labels",
+        "issue_labels",
+        "assignees",
+    ),
     "git": ("docs", "commits", "commit_files"),
-}  # fmt: skip
+}
 SHARED = ("edges", "fetch_gaps", "runs")
 
 

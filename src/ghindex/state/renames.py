@@ -13,9 +13,16 @@ import duckdb
 
 # Columns that hold handles ('owner/name#12', 'owner/name@sha', 'owner/name:path', ...).
 HANDLE_COLUMNS = (
-    "handle", "parent_handle", "review_handle", "answer_handle", "commit_handle", "reply_to",
-    "src", "dst", "source_handle",
-)  # fmt: skip
+    "handle",
+    "parent_handle",
+    "review_handle",
+    "answer_handle",
+    "commit_handle",
+    "reply_to",
+    "src",
+    "dst",
+    "source_handle",
+)
 
 
 def previous_name(con: duckdb.DuckDBPyConnection, node_id: str | None, repo: str) -> str | None:

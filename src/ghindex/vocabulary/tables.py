@@ -8,16 +8,39 @@ from __future__ import annotations
 
 # In the order the migrations create them.
 TABLES = (
-    "repos", "issues", "pull_requests", "labels", "issue_labels", "assignees", "milestones",
-    "sync_state", "runs", "comments", "reviews", "review_comments", "releases", "discussions",
-    "edges", "docs", "commits", "commit_files", "fetch_gaps", "ghindex_meta",
-)  # fmt: skip
+    "repos",
+    "issues",
+    "pull_requests",
+    "labels",
+    "issue_labels",
+    "assignees",
+    "milestones",
+    "sync_state",
+    "runs",
+    "comments",
+    "reviews",
+    "review_comments",
+    "releases",
+    "discussions",
+    "edges",
+    "docs",
+    "commits",
+    "commit_files",
+    "fetch_gaps",
+    "ghindex_meta",
+)
 
 VIEWS = (
-    "issue_response_times", "pr_review_times", "open_prs_awaiting_review", "stale_issues",
-    "weekly_activity", "label_distribution", "top_commenters", "top_reviewers",
+    "issue_response_times",
+    "pr_review_times",
+    "open_prs_awaiting_review",
+    "stale_issues",
+    "weekly_activity",
+    "label_distribution",
+    "top_commenters",
+    "top_reviewers",
     "issues_closed_by",
-)  # fmt: skip
+)
 
 # The log of applied migrations (ghindex.state.database): not data, never exported.
 MIGRATION_LOG = "schema_migrations"

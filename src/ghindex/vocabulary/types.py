@@ -9,9 +9,17 @@ from __future__ import annotations
 
 # One per surface, in the order documents are built (see ghindex.index.documents).
 DOCUMENT_TYPES = (
-    "issue", "pull_request", "discussion", "issue_comment", "pr_review", "pr_review_comment",
-    "release", "doc", "wiki_doc", "diff",
-)  # fmt: skip
+    "issue",
+    "pull_request",
+    "discussion",
+    "issue_comment",
+    "pr_review",
+    "pr_review_comment",
+    "release",
+    "doc",
+    "wiki_doc",
+    "diff",
+)
 
 # What results collapse to: an item, a release, a doc or wiki page, a commit.
 ENTITY_TYPES = ("issue", "pull_request", "discussion", "release", "doc", "wiki_doc", "commit")
