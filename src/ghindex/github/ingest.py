@@ -50,7 +50,7 @@ from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import Node, newest_update
 from ghindex.vocabulary.handles import item_handle
-from ghindex.vocabulary.times import github_time
+from ghindex.vocabulary.times import readable_time
 
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.
@@ -314,11 +314,15 @@ def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, count
     since = mark - OVERLAP if mark else None
     stored = 0
     for pages, page in enumerate(listings.issue_pages(client, repo, since), 1):
-        with transaction(con):
-            _store_page(con, done, _ISSUES, page)
-            cursors.set_high_water_mark(
+        _commit_page(
+            con,
+            done,
+            _ISSUES,
+            page,
+            then=lambda page=page: cursors.set_high_water_mark(
                 con, repo, "issues", newest_update(page.listed), len(page.nodes)
-            )
+            ),
+        )
         stored += len(page.nodes)
         counted.advance(len(page.nodes), detail=_pages(pages))
     return stored
@@ -346,8 +350,7 @@ def _sync_descending(
             gone=page.gone,
             hidden=[n for n in page.hidden if n["id"] in fresh],
         )
-        with transaction(con):
-            _store_page(con, done, surface, kept)
+        kept = _commit_page(con, done, surface, kept)
         stored += len(kept.nodes)
         newest = max([newest, newest_update(kept.listed)], key=_sortable)
         counted.advance(len(kept.nodes), detail=_pages(pages))
@@ -356,6 +359,56 @@ def _sync_descending(
     with transaction(con):
         cursors.set_high_water_mark(con, repo, surface.name, newest, stored)
     return stored
+
+
+def _commit_page(
+    con,
+    done: RepoReport,
+    surface: _Surface,
+    page: listings.Page,
+    then: Callable[[], object] | None = None,
+) -> listings.Page:
+    """One page and what moves with it (`then`: a cursor) in one transaction. A node that
+    cannot be stored becomes a gap with its cause, read again by the next run, and the
+    rest of the page is stored: no single item fails a repository. Returns the page as
+    stored."""
+    counted = (len(done.hidden), len(done.skipped), len(done.deleted))
+    try:
+        with transaction(con):
+            _store_page(con, done, surface, page)
+            if then is not None:
+                then()
+        return page
+    except Exception as exc:
+        if not items.item_fault(exc):
+            raise
+        failure = exc
+    del done.hidden[counted[0] :], done.skipped[counted[1] :], done.deleted[counted[2] :]
+    bad = items.unstorable(con, surface.save, done.repo, page.nodes)
+    if not bad:  # each node stores alone, so the page as a whole is at fault: not an item's
+        raise failure
+    left_out = {node["id"] for node, _cause in bad}
+    kept = listings.Page(
+        listed=page.listed,
+        nodes=[n for n in page.nodes if n["id"] not in left_out],
+        gaps=[
+            *page.gaps,
+            *(listings.Gap(surface.name, cause, n["id"], _number(n)) for n, cause in bad),
+        ],
+        gone=page.gone,
+        hidden=[n for n in page.hidden if n["id"] not in left_out],
+    )
+    with transaction(con):
+        _store_page(con, done, surface, kept)
+        if then is not None:
+            then()
+    return kept
+
+
+def _number(node: Node) -> int | None:
+    """An item's number when GitHub gave a whole one (it names the gap's handle)."""
+    number = node.get("number")
+    return number if type(number) is int and number > 0 else None
 
 
 def _store_page(con, done: RepoReport, surface: _Surface, page: listings.Page) -> None:
@@ -437,7 +490,10 @@ def _rate_limit_figures(answer: Any) -> dict[str, Any] | None:
 
 
 def _newer(node: Node, limit: datetime | None) -> bool:
-    return limit is None or github_time(node["updatedAt"]) >= limit
+    """Whether a node is at or past `limit`; one whose time does not read is kept, to be
+    stored or recorded as a gap, never silently passed over."""
+    moment = readable_time(node.get("updatedAt"))
+    return limit is None or moment is None or moment >= limit
 
 
 def _sortable(value: datetime | None) -> datetime:

@@ -44,8 +44,8 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
         pending.setdefault(surface, []).append(node_id)
     known = {node_id: handle for _surface, node_id, handle in rows}
     say(
-        f"{repo}: reading {sum(map(len, pending.values()))} items again that GitHub "
-        "answered with errors"
+        f"{repo}: reading {sum(map(len, pending.values()))} items again that an earlier "
+        "page could not give or store"
     )
     # Item gaps met by this run's pages are read now, and counted from the answer.
     done.skipped = [s for s in done.skipped if s["handle"] is None]
@@ -61,19 +61,27 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
             for surface, _node_id, handle in rows
         ]
         return
+    settled = {}
+    for name, where in located.items():
+        places = {i: _where(n, repo, name) for i, n in where.found.items()}
+        here = [where.found[i] for i, place in places.items() if place == "here"]
+        # gaps are few, so each is tried alone first: one that cannot be stored stays a
+        # gap, with its cause, and never fails the repository
+        bad = {n["id"]: cause for n, cause in items.unstorable(con, _SAVE[name], repo, here)}
+        unreadable = {
+            **where.unreadable,
+            **{
+                i: "GitHub did not say which repository it is in"
+                for i, place in places.items()
+                if place == "unknown"
+            },
+            **bad,
+        }
+        moved = [i for i, place in places.items() if place == "moved"]
+        settled[name] = ([n for n in here if n["id"] not in bad], moved, unreadable)
     with transaction(con):
-        for name, where in located.items():
-            places = {i: _where(n, repo, name) for i, n in where.found.items()}
-            here = [where.found[i] for i, place in places.items() if place == "here"]
-            moved = [i for i, place in places.items() if place == "moved"]
-            unreadable = {
-                **where.unreadable,
-                **{
-                    i: "GitHub did not say which repository it is in"
-                    for i, place in places.items()
-                    if place == "unknown"
-                },
-            }
+        for name, (here, moved, unreadable) in settled.items():
+            where = located[name]
             setattr(done, name, getattr(done, name) + _SAVE[name](con, repo, here))
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)

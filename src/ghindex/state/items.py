@@ -11,11 +11,12 @@ cursor move in one transaction (`store.state.transaction`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
 
+from ghindex.errors import GhindexError, disk_problem, first_line
 from ghindex.state import conversation, edges
 from ghindex.state.rows import (
     Node,
@@ -54,6 +55,55 @@ def save_repository(con: duckdb.DuckDBPyConnection, node: Node) -> str:
     }
     upsert(con, "repos", "repo", [row])
     return repo
+
+
+Save = Callable[[duckdb.DuckDBPyConnection, str, Sequence[Node]], int]
+
+# What storing a node raises when the node itself is at fault (a value of a shape no
+# rule expected: a date that is no date, a number out of range, a missing field); any
+# other failure is the database's or the disk's and fails the run as before.
+_ITEM_FAULTS = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+    duckdb.ConversionException,
+    duckdb.ConstraintException,
+    duckdb.InvalidInputException,
+    duckdb.OutOfRangeException,
+    duckdb.TypeMismatchException,
+)
+
+
+def item_fault(exc: BaseException) -> bool:
+    """Whether `exc`, raised while storing nodes, may be one node's fault."""
+    if isinstance(exc, GhindexError | OSError | MemoryError) or disk_problem(exc):
+        return False
+    return isinstance(exc, _ITEM_FAULTS)
+
+
+def unstorable(
+    con: duckdb.DuckDBPyConnection, save: Save, repo: str, nodes: Sequence[Node]
+) -> list[tuple[Node, str]]:
+    """The nodes `save` cannot store, each with its cause in one line, found by saving
+    each alone in a transaction that is rolled back (the state is left as it was). For
+    a page whose saving failed, so that one node never fails a repository."""
+    bad = []
+    for node in nodes:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            save(con, repo, [node])
+        except Exception as exc:
+            if not item_fault(exc):
+                con.execute("ROLLBACK")
+                raise
+            cause = f"{type(exc).__name__}: {first_line(exc, 200)}"
+            bad.append((node, f"could not be stored ({cause})"))
+        con.execute("ROLLBACK")
+    return bad
 
 
 def save_issues(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> int:

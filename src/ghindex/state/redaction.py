@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ghindex.state import redact
 from ghindex.state.database import compact, open_state
-from ghindex.state.rows import now, replace_from
+from ghindex.state.rows import now, registered, replace_from
 
 # Which tables each writer fills; `SHARED` ones are written by both (links, run
 # records, gaps) and redacted with either.
@@ -214,8 +214,7 @@ def redact_in_place(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...]) -> 
 
 def _rewrite(con: duckdb.DuckDBPyConnection, table: str, updates: list) -> None:
     """Replace the rows `updates` names ((rowid, new values)) with their new values."""
-    con.register("_changed", pa.table({"rid": [rowid for rowid, _ in updates]}))
-    try:
+    with registered(con, "_changed", pa.table({"rid": [rowid for rowid, _ in updates]})):
         whole = con.sql(
             f"SELECT rowid AS _rid, * FROM {table} WHERE rowid IN (SELECT rid FROM _changed)"
         ).to_arrow_table()
@@ -228,16 +227,11 @@ def _rewrite(con: duckdb.DuckDBPyConnection, table: str, updates: list) -> None:
         if key:
             rows = list({tuple(r[k] for k in key): r for r in rows}.values())
         con.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rid FROM _changed)")
-    finally:
-        con.unregister("_changed")
-    con.register("_redacted", pa.Table.from_pylist(rows, schema=whole.schema.remove(0)))
-    try:
+    with registered(con, "_redacted", pa.Table.from_pylist(rows, schema=whole.schema.remove(0))):
         if key:
             replace_from(con, table, "_redacted", key)
         else:
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _redacted")
-    finally:
-        con.unregister("_redacted")
 
 
 def stored_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

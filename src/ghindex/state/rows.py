@@ -8,7 +8,8 @@ a key is kept, as for any duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +17,25 @@ import duckdb
 import pyarrow as pa
 
 from ghindex.state.redact import scrub_rows
-from ghindex.vocabulary.times import github_time
+from ghindex.vocabulary.times import readable_time
 
 Node = dict[str, Any]
 Row = dict[str, Any]
+
+
+@contextlib.contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> Iterator[None]:
+    """`table` readable as `name` inside the block. A statement that failed there aborts
+    the transaction, and unregistering would then fail too: the first failure is the one
+    raised, never DuckDB's "transaction is aborted" in its place."""
+    con.register(name, table)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+        raise
+    con.unregister(name)
 
 
 def upsert(
@@ -30,11 +46,8 @@ def upsert(
         return
     keys = (key,) if isinstance(key, str) else key
     batch = unique(scrub_rows(table, rows), keys)
-    con.register("_batch", pa.Table.from_pylist(batch))
-    try:
+    with registered(con, "_batch", pa.Table.from_pylist(batch)):
         replace_from(con, table, "_batch", keys)
-    finally:
-        con.unregister("_batch")
 
 
 def replace_from(
@@ -57,11 +70,8 @@ def insert(
     if not rows:
         return
     batch = list(scrub_rows(table, rows))
-    con.register("_batch", pa.Table.from_pylist(unique(batch, key) if key else batch))
-    try:
+    with registered(con, "_batch", pa.Table.from_pylist(unique(batch, key) if key else batch)):
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
-    finally:
-        con.unregister("_batch")
 
 
 def delete_where_in(
@@ -77,8 +87,8 @@ def unique(rows: Sequence[Row], key: tuple[str, ...]) -> list[Row]:
 
 
 def newest_update(nodes: Sequence[Node]) -> datetime | None:
-    """The latest `updatedAt` among nodes, or None for no nodes."""
-    return max((github_time(n["updatedAt"]) for n in nodes), default=None)
+    """The latest `updatedAt` among nodes (of those whose time reads), or None."""
+    return max(filter(None, (readable_time(n.get("updatedAt")) for n in nodes)), default=None)
 
 
 def now() -> datetime:

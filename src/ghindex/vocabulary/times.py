@@ -10,6 +10,18 @@ def github_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def readable_time(value: object) -> datetime | None:
+    """A GitHub DateTime as `github_time` reads it, or None when it is not one (GitHub's
+    answers are read as hostile: a malformed time must not stop a repository)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = github_time(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def iso_time(value: datetime | None) -> str | None:
     """The other way: a UTC time as GitHub writes it, 'Z' for '+00:00'."""
     if value is None:
