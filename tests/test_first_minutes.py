@@ -35,8 +35,11 @@ def fresh(tmp_path_factory):
     """A fresh directory after `ghindex demo`, and the environment a newcomer has (no
     GHINDEX_* settings but the test's own cache of the exported query encoder)."""
     home = tmp_path_factory.mktemp("newcomer")
+    scratch = tmp_path_factory.mktemp("tmp")  # the temporary directory the demo names
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GHINDEX_", "GITHUB"))}
-    env.update(HF_HUB_OFFLINE="1", GHINDEX_CACHE_DIR=os.environ["GHINDEX_CACHE_DIR"])
+    env.update(
+        HF_HUB_OFFLINE="1", GHINDEX_CACHE_DIR=os.environ["GHINDEX_CACHE_DIR"], TMPDIR=str(scratch)
+    )
     demo = ghindex(["demo"], home, env)
     assert demo.returncode == 0, demo.stderr
     return home, env, demo.stdout
@@ -88,14 +91,21 @@ def test_every_suggested_read_command_succeeds_as_typed(fresh):
     assert "closes    sigmavirus24/github3.py#784" in outputs["related"]
     assert outputs["sql"].splitlines()[2].split() == ["betamaxpy/betamax", "83"]
     assert "source    .ghindex/demo" in outputs["status"]
-    exported = str(home / "ghindex-export" / "issues" / "**" / "*.parquet")
+    # export and report wrote exactly the paths they name, in the temporary directory
+    scratch = env["TMPDIR"]
+    assert [c[1:] for c in suggested(stdout) if c[0] in ("export", "report")] == [
+        [f"{scratch}/ghindex-demo-export"],
+        ["--out", f"{scratch}/ghindex-demo-report.html"],
+    ]
+    exported = f"{scratch}/ghindex-demo-export/issues/**/*.parquet"
     with duckdb.connect() as con:
         assert con.execute("SELECT count(*) FROM read_parquet(?)", [exported]).fetchall() == [
             (223,)
         ]
-    assert (home / "report.html").stat().st_size > 10_000
-    # reading made nothing in the workdir beside the demo
+    assert os.path.getsize(f"{scratch}/ghindex-demo-report.html") > 10_000
+    # reading made nothing in the workdir beside the demo, nor where it was typed
     assert sorted(p.name for p in (home / ".ghindex").iterdir()) == ["demo"]
+    assert {p.name for p in home.iterdir()} <= {".ghindex", "serve-stderr.txt"}
 
 
 def test_serve_as_typed_answers_an_mcp_client(fresh):

@@ -292,8 +292,7 @@ def test_what_holds_now_is_decided_by_the_latest_event_of_the_pair(tmp_path):
     "given",
     [
         f"{R}#1/comment/5",
-        f"{R}#1/review/6",
-        f"{R}#1/review-comment/9",
+        "Octo/Hello#1/comment/5",
         "Octo/Hello#1",
         " octo/hello#1 ",
     ],
@@ -301,6 +300,20 @@ def test_what_holds_now_is_decided_by_the_latest_event_of_the_pair(tmp_path):
 def test_comments_reviews_and_other_spellings_start_from_their_item(con, given):
     assert resolve_handle(con, given) == f"{R}#1"
     assert rows_of(neighbours(con, given)) == HOP_ONE
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        (f"{R}#1/comment/6", f"no comment 6 on {R}#1: it has 1 comment"),
+        (f"{R}#1/review/6", f"no review 6 on {R}#1: it has 0 reviews"),
+        (f"{R}#1/review-comment/9", f"no review comment 9 on {R}#1: it has 0 review comments"),
+    ],
+)
+def test_a_comment_or_review_the_item_does_not_have_names_nothing(con, given, error):
+    with pytest.raises(UnknownHandle) as caught:
+        resolve_handle(con, given)
+    assert str(caught.value) == error
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from ghindex.errors import ConfigError, SnapshotError
 from ghindex.index.build import build
 from ghindex.snapshot import Store, gc, publish, pull, stage, store_status
 from ghindex.snapshot.layout import blob_path, manifest_path
-from ghindex.snapshot.local import live_root
+from ghindex.snapshot.local import live_root, reading_copy
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from testkit.github_server import issue_node
 from testkit.state import built_workdir, settings_for, store_issues
@@ -317,7 +317,8 @@ def test_cli_publish_pull_status_and_search_from_the_store(workdir, store_url, r
     found = run("search", "topic 3", "--store", store_url, "--mode", "sparse", "--json")
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)["results"]
-    assert (workdir / "manifest.json").exists()
+    assert not workdir.exists()  # pulled into the user's cache, not the workdir
+    assert (reading_copy(Store(store_url)) / "manifest.json").exists()
 
 
 def test_publish_without_a_build_says_what_to_do(store_url, run, isolated):

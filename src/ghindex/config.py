@@ -7,6 +7,7 @@ point a whole run at a temporary directory.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
@@ -15,7 +16,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from ghindex.errors import ConfigError
-from ghindex.snapshot.layout import SnapshotFiles
+from ghindex.vocabulary.layout import SnapshotFiles
 
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
@@ -34,6 +35,7 @@ DEFAULT_MAX_WAIT = 3600.0  # seconds fetch may wait for a rate-limit reset
 DEFAULT_KEEP = 10  # snapshots `gc` keeps
 DEFAULT_SYNC_INTERVAL = 60.0  # seconds between `serve --store` checks of the store
 CONFIG_FILE = "ghindex.toml"
+STORES_CACHE = "stores"  # in cache_dir(): the copies reading commands pull (store_cache)
 
 # TOML key -> environment variable. A key absent here is an error in the file.
 _ENV_FOR_KEY = {
@@ -102,7 +104,7 @@ class Settings(SnapshotFiles):
     @property
     def root(self) -> Path:
         """Where the workdir's current snapshot files are (see snapshot/local.py)."""
-        from ghindex.snapshot.local import live_root
+        from ghindex.vocabulary.layout import live_root
 
         return live_root(self.workdir)
 
@@ -219,9 +221,21 @@ def _seconds(value: object) -> float:
 
 def cache_dir() -> Path:
     """Where ghindex keeps what it can make again (the ONNX export of the model, the
-    secret detector's compiled rules): GHINDEX_CACHE_DIR, default ~/.cache/ghindex."""
+    secret detector's compiled rules, the copies reading commands pull from a store):
+    GHINDEX_CACHE_DIR, else $XDG_CACHE_HOME/ghindex, default ~/.cache/ghindex."""
     given = os.environ.get("GHINDEX_CACHE_DIR")
-    return Path(given).expanduser() if given else Path.home() / ".cache" / "ghindex"
+    if given:
+        return Path(given).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ghindex"
+
+
+def store_cache(store_key: str) -> Path:
+    """Where a reading command (`search --store URL`, `sql`, `export`, …) keeps the
+    copy it pulls of one store: CACHE/stores/<hash of the store's address>, one per
+    store, so it never writes in the working directory or the workdir."""
+    digest = hashlib.sha256(store_key.encode("utf-8")).hexdigest()[:16]
+    return cache_dir() / STORES_CACHE / digest
 
 
 def github_token() -> str:

@@ -8,11 +8,12 @@ Exit codes: 0 success, 1 failure (one line, no traceback unless --debug),
 import contextlib
 import logging
 import os
+import signal
 import sys
 import traceback
 
-from ghindex.cli import analysis, ingest, query, snapshots  # noqa: F401  (registers the commands)
-from ghindex.cli.base import cli
+from ghindex.cli import analysis, ingest, query, serving, snapshots  # noqa: F401  (registers)
+from ghindex.cli.base import INTERRUPTED, TERMINATED, cli, terminated
 from ghindex.cli.terminal import visible
 from ghindex.index import deferred
 
@@ -27,12 +28,17 @@ QUICK_EXIT = frozenset({"search", "context", "related", "show", "sql", "status"}
 def main() -> None:
     deferred.no_pandas_probe()  # the CLI never hands pandas objects to pyarrow
     sys.excepthook = _shown_traceback  # --debug: a traceback quotes data too
+    signal.signal(signal.SIGTERM, terminated)  # ends a command as Ctrl-C does
     try:
         cli(prog_name="ghindex")
     except SystemExit as done:
-        if getattr(cli, "invoked", None) in QUICK_EXIT:
+        # A stopped command has cleaned up on its way out; its process ends now, not
+        # after the interpreter joins threads still blocked in a read or a native call.
+        if getattr(cli, "invoked", None) in QUICK_EXIT or done.code in (INTERRUPTED, TERMINATED):
             leave(done.code)
         raise
+    except KeyboardInterrupt:  # a second Ctrl-C while the first was being handled
+        leave(INTERRUPTED)
 
 
 def leave(code: object) -> None:

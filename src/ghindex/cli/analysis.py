@@ -63,6 +63,7 @@ def sql(
                 "rows": rows,
                 "truncated": result.truncated,
                 "truncated_reason": result.reason,
+                **({"hint": result.hint} if result.hint else {}),
             }
         )
     elif fmt == "csv":
@@ -71,6 +72,8 @@ def sql(
         say(grid_text(result.columns, result.rows, markdown=fmt == "markdown"))
     if result.truncated:
         say(f"({result.reason})", err=True)
+    if result.hint:
+        say(f"note: {result.hint}", err=True)
 
 
 @cli.command()
@@ -86,6 +89,7 @@ def export(
 ) -> None:
     """Write every table and view as Parquet, one per table (partitioned by repo when
     the snapshot holds several repositories), for pandas, Polars, Spark or DuckDB.
+    Nothing is written but DEST (with --store, the copy pulled into the user's cache).
 
     \b
     Example:
@@ -108,7 +112,8 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None, as_j
     """Write a self-contained HTML page with charts: issue and pull request flow,
     time to close, time to first response, review latency, the pull requests and
     issues waiting longest (linked to GitHub), who reviews and who comments. Prints
-    the file written; with --json, also its size and counts of what the page shows.
+    the file written, the one --out names and nothing else; with --json, also its size
+    and counts of what the page shows.
 
     \b
     Example:

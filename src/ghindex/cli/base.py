@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,11 +12,19 @@ import click
 
 from ghindex import __version__
 from ghindex.cli.output import configure_logging, say
-from ghindex.cli.terminal import shown_safely
+from ghindex.cli.terminal import shown_safely, visible
 from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
 from ghindex.errors import GhindexError, disk_problem
 
 DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
+
+# Exit statuses of a command Ctrl-C (SIGINT) or SIGTERM stopped, as shells report them.
+INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
+# Commands that commit their work as they go (pages with their cursors, embedding cache
+# slices, verified pieces): stopped at any point they lose nothing, and run again they
+# go on from there.
+RESUMABLE = frozenset({"fetch", "build", "demo", "update", "pull", "publish"})
 
 
 def repo_values(_ctx: click.Context, _param: click.Parameter, value):
@@ -98,7 +109,8 @@ def snapshot_options(command):
     return click.option(
         "--store",
         metavar="URL",
-        help="Pull the latest snapshot from this store into WORKDIR first, then read it.",
+        help="Read the newest snapshot of this store, pulled first into the user's cache "
+        "(GHINDEX_CACHE_DIR/stores/; only what changed is downloaded).",
     )(command)
 
 
@@ -127,6 +139,11 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return self._failures_as_messages(ctx)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (see `Terminated`)
+            raise click.exceptions.Exit(stopped(ctx, exc)) from None
+        except click.NoSuchOption as exc:
+            shown_safely(with_hint(exc))
+            raise
         except click.ClickException as exc:
             shown_safely(exc)
             raise
@@ -135,6 +152,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except GhindexError as exc:
+            if query_interrupted(exc):  # DuckDB took the Ctrl-C itself
+                raise KeyboardInterrupt from exc
             if ctx.obj is not None and ctx.obj.debug:
                 raise
             raise click.ClickException(str(exc)) from None
@@ -142,6 +161,8 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
             raise
         except Exception as exc:
+            if query_interrupted(exc):
+                raise KeyboardInterrupt from exc
             if ctx.obj is not None and ctx.obj.debug:
                 raise
             disk = disk_problem(exc)
@@ -151,6 +172,70 @@ class _Group(click.Group):
             raise click.ClickException(
                 f"unexpected {type(exc).__name__}: {first} (rerun with --debug for details)"
             ) from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises `KeyboardInterrupt`: every command then ends
+    on it as cleanly as on Ctrl-C (transactions rolled back, a server's snapshot let go)."""
+
+
+def terminated(_signum: int, _frame: object) -> None:
+    """The SIGTERM handler `main` installs."""
+    raise Terminated()
+
+
+def query_interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is (or was raised from) a DuckDB query that Ctrl-C stopped: DuckDB
+    takes SIGINT itself while a query runs and raises "Query interrupted" instead of
+    `KeyboardInterrupt`."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        # not `duckdb.InterruptException`: that is the `sql` time limit's own interrupt
+        if type(link) is RuntimeError and str(link).strip() == "Query interrupted":
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def stopped(ctx: click.Context, exc: KeyboardInterrupt) -> int:
+    """Say in one line on stderr that the command was stopped (with --debug, where first),
+    and return its exit status: 130 for Ctrl-C, 143 for SIGTERM. By the time the
+    interrupt reaches here, every `with` and `finally` it passed through has run."""
+    if ctx.obj is not None and ctx.obj.debug:
+        sys.stderr.write(visible("".join(traceback.format_exception(exc))))
+    command = ctx.invoked_subcommand
+    if command == "serve":
+        line = "stopped: the server has shut down"
+    elif command in RESUMABLE:
+        line = "interrupted: the work done so far is kept; run the same command again to go on"
+    else:
+        line = "interrupted"
+    say(line, err=True)
+    return TERMINATED if isinstance(exc, Terminated) else INTERRUPTED
+
+
+# Options people reach for from other tools, and the parameter that does it here (the
+# first of them a command has): `-n 5` means `-k 5` for `search`, `--max-rows` for `sql`.
+MEANT = {
+    name: ("k", "max_rows")
+    for name in ("-n", "--n", "--limit", "--top", "--top-n", "--num", "--number", "--count")
+}
+
+
+def with_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
+    """An unknown option's error naming the option meant, in its one line: click suggests
+    long options spelled alike (`--stat`: `--state`); a habit from another tool (`-n`,
+    `--limit`, `--top`) is mapped by `MEANT` onto the command's own option instead."""
+    command = exc.ctx.command if exc.ctx is not None else None
+    if command is None or exc.option_name not in MEANT:
+        return exc
+    options = {p.name: p for p in command.params if isinstance(p, click.Option)}
+    meant = next((options[name] for name in MEANT[exc.option_name] if name in options), None)
+    if meant is not None:
+        exc.possibilities = ["/".join(meant.opts)]  # type: ignore[misc]  (click's own field)
+    return exc
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -191,8 +276,10 @@ def open_for_query(obj: Context, snapshot: str | None, store: str | None):
 
 
 def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path:
-    """Where a query command reads: --snapshot DIR, else WORKDIR (pulled first with --store,
-    or the demo's snapshot while WORKDIR holds nothing of its own: see `workdir_root`)."""
+    """Where a query command reads: --snapshot DIR; with --store URL the store's newest
+    snapshot, pulled first into the user's cache (`reading_copy`: reading writes nothing
+    in the working directory or WORKDIR); else WORKDIR (or the demo's snapshot while
+    WORKDIR holds nothing of its own: see `workdir_root`)."""
     if snapshot and store:
         raise click.UsageError("give --snapshot or --store, not both")
     from ghindex.snapshot.local import live_root
@@ -202,8 +289,12 @@ def snapshot_root(obj: Context, snapshot: str | None, store: str | None) -> Path
         return live_root(Path(snapshot))
     if settings.store and store:
         from ghindex.snapshot import Store, pull
+        from ghindex.snapshot.local import reading_copy
 
-        pull(Store(settings.store), settings.workdir)
+        source = Store(settings.store)
+        copy = reading_copy(source)
+        pull(source, copy)
+        return live_root(copy)
     return workdir_root(settings)
 
 

@@ -159,9 +159,10 @@ def item_text(item: dict[str, Any]) -> str:
     for review in item.get("reviews", []):
         lines.append(_post(review, f"review ({review['state'].lower()})"))
     for thread in item.get("review_threads", []):
-        where = f"{thread['path']}:{thread.get('line') or '?'}"
+        path, line = thread.get("path"), thread.get("line")
+        where = (f" on {path}" + (f":{line}" if line else "")) if path else " (no file)"
         status = ", resolved" if thread.get("resolved") else ""
-        lines.append(f"--- thread on {where}{status}")
+        lines.append(f"--- thread{where}{status}")
         lines.extend(_post(c) for c in thread["comments"])
     for changed in item.get("files", []):
         lines.append(f"--- {changed['status']} {changed['path']}")
@@ -176,7 +177,9 @@ def item_text(item: dict[str, Any]) -> str:
 
 def _post(post: dict[str, Any], what: str = "") -> str:
     who = post.get("author") or "someone"
-    role = f", {post['author_association'].lower()}" if post.get("author_association") else ""
+    association = (post.get("author_association") or "NONE").upper()
+    # NONE: no association with the repository, which is said by saying nothing
+    role = f", {association.lower().replace('_', ' ')}" if association != "NONE" else ""
     when = f" on {post['created_at'][:10]}" if post.get("created_at") else ""
     head = f"--- {what + ' by ' if what else ''}{who}{role}{when}"
     return f"{head}\n{post.get('text') or ''}".rstrip()

@@ -14,10 +14,9 @@ from ghindex.cli.base import (
     json_option,
     open_for_query,
     snapshot_options,
-    workdir_root,
 )
 from ghindex.cli.output import context_text, emit_json, item_text, progress, say, search_text
-from ghindex.config import DEFAULT_SYNC_INTERVAL, Settings
+from ghindex.config import Settings
 from ghindex.query.filters import MODES, SORTS
 from ghindex.vocabulary.edges import KINDS
 from ghindex.vocabulary.types import FILTER_TYPES
@@ -54,7 +53,13 @@ _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 @click.option("--created-since", type=click.DateTime(_DATE_FORMATS), help="Created at or after.")
 @click.option("--created-until", type=click.DateTime(_DATE_FORMATS), help="Created before.")
 @click.option(
-    "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Number of results."
+    "-k",
+    "--top-k",
+    "k",
+    type=click.IntRange(1, 100),
+    default=10,
+    show_default=True,
+    help="Number of results.",
 )
 @click.option(
     "--mode",
@@ -103,8 +108,9 @@ def search(
     as_json: bool,
     **filter_options: object,
 ) -> None:
-    """Hybrid search over the index; results are whole items. Without a QUERY, the
-    items the filters select, newest first.
+    """Hybrid search over the index; results are whole items. Without a QUERY (or with
+    an empty one, as the MCP `search` tool takes it), the items the filters select,
+    newest first.
 
     A query that is an identifier (#123, owner/repo#12, a commit SHA or prefix,
     a handle, a file path) finds that item first.
@@ -123,7 +129,7 @@ def search(
         for key, value in filter_options.items()
     }
     with open_for_query(obj, snapshot, store) as snap:
-        if query is None:
+        if query is None or not query.strip():  # as serve/tools.py's `search` does
             response = snap.scan(
                 Filters(**options),
                 k=k,
@@ -210,15 +216,16 @@ def context(
         say(context_text(body))
 
 
-# what the demo suggests next, each runnable as printed
+# what the demo suggests next, each runnable as printed; export and report write only
+# the path they name (in the temporary directory: nothing lands where the demo was typed)
 DEMO_NEXT = (
     'search{flag} "your question"',
     "show{flag} sigmavirus24/github3.py#785",
     "related{flag} sigmavirus24/github3.py#785",
     'sql{flag} "SELECT repo, count(*) AS issues FROM issues GROUP BY repo ORDER BY 2 DESC"',
     "status{flag}",
-    "export{flag} ./ghindex-export",
-    "report{flag}",
+    "export{flag} {export}",
+    "report{flag} --out {report}",
     "serve{flag}                      # the MCP server, for an agent",
 )
 
@@ -242,6 +249,9 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
     Example:
       ghindex demo
     """
+    import shlex
+    import tempfile
+
     from ghindex.sample.demo import run_demo
 
     base = obj.settings()
@@ -271,9 +281,14 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
     reads_demo = dest is None and demo_root(base) is not None
     flag = "" if reads_demo else f" --snapshot {settings.workdir}"
     reason = f" ({base.workdir} holds no data of its own, so commands read the demo)"
+    scratch = Path(tempfile.gettempdir())
+    paths = {
+        "export": shlex.quote(str(scratch / "ghindex-demo-export")),
+        "report": shlex.quote(str(scratch / "ghindex-demo-report.html")),
+    }
     say(f"\nNext, as typed{reason if reads_demo else ''}:")
     for command in DEMO_NEXT:
-        say(f"  ghindex {command.format(flag=flag)}")
+        say(f"  ghindex {command.format(flag=flag, **paths)}")
 
 
 @cli.command()
@@ -373,102 +388,3 @@ def show(
         emit_json(item)
     else:
         say(item_text(item))
-
-
-@cli.command()
-@click.option(
-    "--store",
-    metavar="URL",
-    help="Serve the newest snapshot of this store, re-checked every --sync-interval seconds.",
-)
-@click.option(
-    "--snapshot",
-    type=click.Path(file_okay=False, exists=True),
-    help="Serve this local snapshot or workdir (default: WORKDIR).",
-)
-@click.option(
-    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option(
-    "--sync-interval",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_SYNC_INTERVAL,
-    show_default=True,
-    help="Seconds between checks of the store for a newer snapshot (one small request).",
-)
-@click.option(
-    "--allowed-host",
-    "allowed_host",
-    multiple=True,
-    metavar="HOST[:PORT]",
-    help="Another Host header to answer (a reverse proxy's name); repeatable.",
-)
-@click.option(
-    "--allowed-origin",
-    "allowed_origin",
-    multiple=True,
-    metavar="URL",
-    help="Another browser Origin to accept, e.g. https://tools.example.com; repeatable.",
-)
-@click.pass_obj
-def serve(
-    obj: Context,
-    store: str | None,
-    snapshot: str | None,
-    transport: str,
-    host: str,
-    port: int,
-    sync_interval: float,
-    allowed_host: tuple[str, ...],
-    allowed_origin: tuple[str, ...],
-) -> None:
-    """The read-only MCP server: search, fetch, related, context, sql, status.
-
-    Over HTTP on anything but 127.0.0.1, ::1 or localhost it requires
-    GHINDEX_MCP_TOKEN (32+ characters) as a bearer token; on every bind it answers
-    only its own Host names and Origins (add others with --allowed-host and
-    --allowed-origin). Logs go to stderr; stdout belongs to the protocol in stdio mode.
-
-    \b
-    Examples:
-      ghindex serve --store s3://my-bucket/ghindex
-      ghindex serve --snapshot ./snap --transport http --port 8000
-    """
-    import os
-
-    from ghindex.serve import SnapshotHolder, open_snapshot, run
-    from ghindex.serve.server import check_binding
-    from ghindex.snapshot import Store
-    from ghindex.snapshot.local import STAMP, live_root
-
-    if store and snapshot:
-        raise click.UsageError("give --snapshot or --store, not both")
-    token = os.environ.get("GHINDEX_MCP_TOKEN") or None
-    if transport == "http":
-        check_binding(host, token)
-    settings = obj.settings(store=store)
-    if store:
-        holder = SnapshotHolder(
-            store=Store(settings.store), cache=settings.workdir / "serve", interval=sync_interval
-        )
-        holder.start()
-    else:
-        root = (live_root(Path(snapshot)) if snapshot else workdir_root(settings)).resolve()
-        # A pulled snapshot is never written to, so its state can stay open; any other
-        # directory is a workdir someone may fetch or build in: served from a copy.
-        immutable = (root / STAMP).exists()
-        holder = SnapshotHolder(current=open_snapshot(root, immutable=immutable))
-    try:
-        run(
-            holder,
-            transport=transport,
-            host=host,
-            port=port,
-            token=token,
-            allowed_host=allowed_host,
-            allowed_origin=allowed_origin,
-        )
-    finally:
-        holder.stop()

@@ -85,10 +85,21 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
     "DEST/current names the one in use; other files in DEST are left alone.",
 )
 @click.option("--snapshot", "snapshot_id", metavar="ID", help="A snapshot id (default: latest).")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Hash the files of a copy already up to date (not only their sizes and times) and "
+    "bring back any that differ from the manifest.",
+)
 @json_option
 @click.pass_obj
 def pull(
-    obj: Context, store: str | None, dest: str | None, snapshot_id: str | None, as_json: bool
+    obj: Context,
+    store: str | None,
+    dest: str | None,
+    snapshot_id: str | None,
+    verify: bool,
+    as_json: bool,
 ) -> None:
     """Download a snapshot, verify every file, and switch to it atomically.
 
@@ -97,8 +108,9 @@ def pull(
     the pull and leaves the destination as it was. One pull at a time per DEST.
 
     \b
-    Example:
+    Examples:
       ghindex pull --store s3://my-bucket/ghindex --dest ./snapshot
+      ghindex pull --store s3://my-bucket/ghindex --dest ./snapshot --verify
     """
     from ghindex.snapshot import pull as run_pull
 
@@ -108,10 +120,13 @@ def pull(
         Path(dest) if dest else settings.workdir,
         snapshot_id=snapshot_id,
         progress=progress(not as_json),
+        verify=verify,
     )
     if as_json:
         emit_json(report.as_dict())
         return
+    if report.repaired:
+        say(f"changed on disk since the pull, brought back: {', '.join(report.repaired)}")
     what = (
         "already up to date"
         if report.unchanged
@@ -146,7 +161,7 @@ def update(
     from ghindex.config import github_token
     from ghindex.github.client import GraphQLClient
     from ghindex.index.build import GitSource
-    from ghindex.snapshot.update import update as run_update
+    from ghindex.pipeline import update as run_update
 
     settings, target = _store(obj, store)
     settings = obj.settings(repos=repos, orgs=orgs, store=store, max_wait=max_wait)

@@ -168,7 +168,7 @@ class GraphQLClient(RateLimitBudget):
         self._session.headers.update(
             {"User-Agent": f"ghindex/{__version__}", "Accept": "application/json"}
         )
-        self._gql = Client(transport=GitHubTransport(self)).connect_sync()
+        self._gql = Client(transport=GitHubTransport(self._post, self._shown_url)).connect_sync()
         self._last_response: requests.Response | None = None
         self._costs: dict[str, int] = {}
         self._page_sizes: dict[str, int] = {}

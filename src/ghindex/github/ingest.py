@@ -44,7 +44,7 @@ from ghindex.config import RepoSelection, Settings
 from ghindex.errors import ConfigError, GhindexError
 from ghindex.github import listings
 from ghindex.github.client import GraphQLClient
-from ghindex.github.reconcile import GUARD_SHARE, read_gaps_again, reconcile
+from ghindex.github.reconcile import GUARD_SHARE, Outcome, read_gaps_again, reconcile
 from ghindex.progress import Progress, Task
 from ghindex.state import cursors, gaps, items, redact, redaction, renames
 from ghindex.state.database import open_state, transaction
@@ -55,8 +55,6 @@ from ghindex.vocabulary.times import readable_time
 # Items updated this close to the high-water mark are fetched again: GitHub's
 # timestamps have one-second resolution and its listings lag writes a little.
 OVERLAP = timedelta(minutes=5)
-
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -79,6 +77,16 @@ class RepoReport:
     def partial(self) -> bool:
         """Whether something was left unread or unremoved this run."""
         return bool(self.inaccessible or self.held_back or self.skipped)
+
+    def settle(self, outcome: Outcome) -> None:
+        """Add what checking stored items against GitHub did (`github/reconcile.py`)."""
+        for surface, stored in outcome.stored.items():
+            setattr(self, surface, getattr(self, surface) + stored)
+        self.deleted += outcome.deleted
+        self.transferred += outcome.transferred
+        self.inaccessible = sorted({*self.inaccessible, *outcome.inaccessible})
+        self.held_back += outcome.held_back
+        self.skipped += outcome.skipped
 
     def as_dict(self) -> dict[str, Any]:
         shown = {k: v for k, v in vars(self).items() if k != "complete"}
@@ -283,9 +291,13 @@ def _sync_repo(
             con, done, "discussions", progress, _sync_descending, client, _DISCUSSIONS, full
         )
     done.releases = _surface(con, done, "releases", progress, _sync_releases, client)
-    read_gaps_again(con, client, done, say)
+    reread = read_gaps_again(con, client, repo, say)
+    if reread is not None:
+        # item gaps met by this run's pages were read again: the outcome says which remain
+        done.skipped = [s for s in done.skipped if s["handle"] is None]
+        done.settle(reread)
     if full:
-        reconcile(con, client, done, force, say)
+        done.settle(reconcile(con, client, repo, done.complete, force, say))
     say(f"{repo}: done" + (" (with gaps, see the summary)" if done.partial else ""))
 
 

@@ -5,8 +5,10 @@ confirmed gone or moved and removed unless the guard against mass removal holds 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ghindex.errors import GitHubError, RateLimited
 from ghindex.github import listings
@@ -15,8 +17,7 @@ from ghindex.state import gaps, items
 from ghindex.state.database import transaction
 from ghindex.state.rows import Node
 
-if TYPE_CHECKING:
-    from ghindex.github.ingest import RepoReport, Say
+Say = Callable[[str], None]
 
 # A --full run removes nothing when it would remove more than this share of a
 # repository's stored issues, pull requests and discussions, and more than GUARD_MIN
@@ -33,12 +34,28 @@ _SAVE = {
 }
 
 
-def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> None:
-    """Items an earlier page (of this run or one before) could not give, read by id."""
-    repo = done.repo
+@dataclass
+class Outcome:
+    """What checking a repository's stored items against GitHub did, for the caller's
+    report: items stored per surface, handles removed (deleted or moved), kept (the token
+    may not read them, or the guard held them back) and left as gaps with their reasons."""
+
+    stored: dict[str, int] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    transferred: list[str] = field(default_factory=list)
+    inaccessible: list[str] = field(default_factory=list)
+    held_back: list[str] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # {surface, handle, reason}
+
+
+def read_gaps_again(con, client: GraphQLClient, repo: str, say: Say) -> Outcome | None:
+    """Items an earlier page (of this run or one before) could not give, read by id;
+    None when there were none. The outcome's `skipped` holds every item gap still open,
+    so it replaces the item gaps this run's pages met (those with a handle)."""
     rows = gaps.waiting(con, repo)
     if not rows:
-        return
+        return None
+    done = Outcome()
     pending: dict[str, list[str]] = {}
     for surface, node_id, _handle in rows:
         pending.setdefault(surface, []).append(node_id)
@@ -47,8 +64,6 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
         f"{repo}: reading {sum(map(len, pending.values()))} items again that an earlier "
         "page could not give or store"
     )
-    # Item gaps met by this run's pages are read now, and counted from the answer.
-    done.skipped = [s for s in done.skipped if s["handle"] is None]
     try:
         located = listings.items_by_id(client, pending)
     except RateLimited:
@@ -60,7 +75,7 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
             {"surface": surface, "handle": handle, "reason": reason}
             for surface, _node_id, handle in rows
         ]
-        return
+        return done
     settled = {}
     for name, where in located.items():
         places = {i: _where(n, repo, name) for i, n in where.found.items()}
@@ -82,7 +97,7 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
     with transaction(con):
         for name, (here, moved, unreadable) in settled.items():
             where = located[name]
-            setattr(done, name, getattr(done, name) + _SAVE[name](con, repo, here))
+            done.stored[name] = _SAVE[name](con, repo, here)
             gone = [known[i] for i in [*where.gone, *moved] if known.get(i)]
             items.delete_items(con, name, gone)
             done.deleted += [known[i] for i in where.gone if known.get(i)]
@@ -93,17 +108,21 @@ def read_gaps_again(con, client: GraphQLClient, done: RepoReport, say: Say) -> N
                 done.skipped.append(
                     {"surface": name, "handle": known.get(node_id), "reason": reason}
                 )
+    return done
 
 
-def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Say) -> None:
-    """After complete listings: confirm each missing item with GitHub, then remove it."""
-    repo = done.repo
+def reconcile(
+    con, client: GraphQLClient, repo: str, complete: set[str], force: bool, say: Say
+) -> Outcome:
+    """After the `complete` listings (surfaces listed to their end): confirm each stored
+    item they lack with GitHub, then remove it."""
+    done = Outcome()
     start = _run_start(con, repo)
     waiting = {node_id for ids in gaps.items(con, repo).values() for node_id in ids}
     candidates = {
         node_id: (table, handle)
         for table in ("issues", "pull_requests", "discussions")
-        if table in done.complete  # an incomplete listing proves nothing
+        if table in complete  # an incomplete listing proves nothing
         for handle, node_id in con.execute(
             f"SELECT handle, node_id FROM {table} WHERE repo = ? AND fetched_at < ?",
             [repo, start],
@@ -111,7 +130,7 @@ def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Sa
         if node_id and node_id not in waiting
     }
     if not candidates:
-        return
+        return done
     say(f"{repo}: confirming {len(candidates)} items missing from the listings")
     where = listings.locate(client, list(candidates))
     places = {i: _where(n, repo, candidates[i][0]) for i, n in where.found.items()}
@@ -120,7 +139,7 @@ def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Sa
     moved = {i for i, place in places.items() if place == "moved"}
     removals = sorted(where.gone | moved, key=lambda i: candidates[i][1])
     if not removals:
-        return
+        return done
     stored = _stored_items(con, repo)
     if not force and len(removals) > GUARD_MIN and len(removals) > GUARD_SHARE * stored:
         done.held_back = [candidates[i][1] for i in removals]
@@ -129,7 +148,7 @@ def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Sa
             f"nothing was removed (more than {GUARD_SHARE:.0%}): check the token's access, "
             "then run `ghindex fetch --full --force` to remove them"
         )
-        return
+        return done
     gone: dict[str, list[str]] = {}
     for node_id in removals:
         table, handle = candidates[node_id]
@@ -138,6 +157,7 @@ def reconcile(con, client: GraphQLClient, done: RepoReport, force: bool, say: Sa
     with transaction(con):
         for table, handles in gone.items():
             items.delete_items(con, table, handles)
+    return done
 
 
 def _where(node: Node, repo: str, table: str) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import requests
 import urllib3
@@ -19,16 +20,15 @@ from graphql import ExecutionResult
 from ghindex.errors import GitHubError
 from ghindex.github.answers import one_line, snippet
 
-if TYPE_CHECKING:
-    from ghindex.github.client import GraphQLClient
-
 
 class GitHubTransport(Transport):
-    """gql's transport for GitHub: one POST per `execute`, its answer classified by
-    the client that owns it (retries and waits happen around it, not inside)."""
+    """gql's transport for GitHub: one POST per `execute`, made by `post` (the owner's
+    HTTP round trip, which classifies the answer); retries and waits happen around it,
+    not inside. `url` is the endpoint as messages show it."""
 
-    def __init__(self, client: GraphQLClient) -> None:
-        self._client = client
+    def __init__(self, post: Callable[[dict[str, Any]], dict[str, Any]], url: str) -> None:
+        self._post = post
+        self._url = url
 
     def connect(self) -> None:
         pass
@@ -37,11 +37,11 @@ class GitHubTransport(Transport):
         pass
 
     def execute(self, request: GraphQLRequest, *args: Any, **kwargs: Any) -> ExecutionResult:
-        body = self._client._post(request.payload)
+        body = self._post(request.payload)
         data, errors = body.get("data"), body.get("errors")
         if not isinstance(data, dict) and not errors:
             raise GitHubError(
-                f"{self._client._shown_url} answered with a malformed body (JSON without data "
+                f"{self._url} answered with a malformed body (JSON without data "
                 f"or errors): {snippet(json.dumps(body))}"
             )
         return ExecutionResult(data=data, errors=errors)

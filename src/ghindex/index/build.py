@@ -37,9 +37,9 @@ from ghindex.index.chunking import ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import canonical_model_name
 from ghindex.progress import Progress
-from ghindex.snapshot.layout import FORMAT_VERSION
 from ghindex.state import cursors, gaps, redact, redaction
 from ghindex.state.database import no_state, open_state, transaction
+from ghindex.vocabulary.layout import FORMAT_VERSION
 
 Say = Callable[[str], None]
 

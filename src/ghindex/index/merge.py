@@ -19,11 +19,10 @@ from ghindex.config import DEFAULT_PRECISION
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.index import table as index
 from ghindex.progress import Progress
-from ghindex.snapshot.layout import INDEX_DIR, STATE_FILE
-from ghindex.snapshot.local import live_root
 from ghindex.state import redaction
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import replace_from
+from ghindex.vocabulary.layout import INDEX_DIR, STATE_FILE, live_root
 from ghindex.vocabulary.tables import MIGRATION_LOG
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from ghindex.errors import SnapshotError, first_line
 from ghindex.index.chunking import Chunk
-from ghindex.snapshot.layout import INDEX_DIR
+from ghindex.vocabulary.layout import INDEX_DIR
 
 NEAREST_FILE = "nearest.parquet"
 K = 10

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ghindex.index import nearest
 from ghindex.index import table as index
-from ghindex.snapshot.layout import fsync_dir
+from ghindex.vocabulary.layout import fsync_dir
 
 STAGING = ".next"
 _TABLE_DIR = f"{index.CHUNKS}.lance"  # where LanceDB keeps the table in its folder

@@ -3,10 +3,17 @@
 `Filters` is the one vocabulary of filters: the CLI builds it from its options, and
 `Filters.of` from the flat keyword arguments the MCP tools and the Python API take
 (`repo="o/r"`, `labels=["bug"]`, `state=["open", "closed"]`).
+
+Labels and states match whatever case they are typed in (`bug` finds `Bug`, `OPEN` finds
+`open`, `STRASSE` finds `Straße`): `clauses` turns each such value into the spellings
+the index holds of it (`Spellings`, which the searcher reads from its index), so stored
+values stay as GitHub gave them and every door matches alike.
 """
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, date, datetime
 from typing import Any
@@ -30,6 +37,10 @@ _FIELD_OF = {
     "milestone": "milestones",
 }
 _SINGLE = ("path_prefix", "since", "until", "created_since", "created_until")
+# Fields matched in any case -> the index column whose stored spellings they take.
+FOLDED = {"states": "state", "labels": "labels", "any_labels": "labels", "not_labels": "labels"}
+# index column -> folded value -> the spellings the index holds of it
+Spellings = Mapping[str, Mapping[str, tuple[str, ...]]]
 
 
 @dataclass(frozen=True)
@@ -81,8 +92,19 @@ class Filters:
                 values[name] = (value,) if isinstance(value, str) else tuple(value)
         return cls(**values)
 
-    def clauses(self) -> list[tuple[str, str, str]]:
-        """(filter name, value as given, SQL predicate), one per value."""
+    def folded_columns(self) -> set[str]:
+        """The index columns whose stored spellings `clauses` needs for these filters."""
+        return {column for name, column in FOLDED.items() if getattr(self, name)}
+
+    def clauses(self, spelled: Spellings | None = None) -> list[tuple[str, str, str]]:
+        """(filter name, value as given, SQL predicate), one per value. A label or state
+        matches each of its spellings in `spelled` (folded alike, see `fold`); a value
+        `spelled` does not hold is matched as given."""
+        spelled = spelled or {}
+
+        def spellings(column: str, value: str) -> tuple[str, ...]:
+            return spelled.get(column, {}).get(fold(value)) or (value,)
+
         found = []
         for name, column, values in (
             ("repo", "repo", self.repos),
@@ -90,15 +112,21 @@ class Filters:
             ("author", "author", self.authors),
             ("milestone", "milestone", self.milestones),
         ):
-            found.extend((name, v, f"{column} = {literal(v)}") for v in values)
+            found.extend(
+                (name, v, _equals(column, spellings(column, v) if name == "state" else (v,)))
+                for v in values
+            )
         found.extend(
             ("type", v, f"(type = {literal(v)} OR entity_type = {literal(v)})") for v in self.types
         )
-        found.extend(("label", v, f"array_has(labels, {literal(v)})") for v in self.labels)
-        found.extend(("any_label", v, f"array_has(labels, {literal(v)})") for v in self.any_labels)
-        found.extend(
-            ("not_label", v, f"NOT array_has(labels, {literal(v)})") for v in self.not_labels
-        )
+        for name, values, negated in (
+            ("label", self.labels, False),
+            ("any_label", self.any_labels, False),
+            ("not_label", self.not_labels, True),
+        ):
+            for v in values:
+                predicate = _carries("labels", spellings("labels", v))
+                found.append((name, v, f"NOT {predicate}" if negated else predicate))
         found.extend(("assignee", v, f"array_has(assignees, {literal(v)})") for v in self.assignees)
         if self.path_prefix:
             found.append(
@@ -114,9 +142,9 @@ class Filters:
                 found.append((name, value.isoformat(), f"{column} {op} {_timestamp(value)}"))
         return found
 
-    def where(self) -> str | None:
+    def where(self, spelled: Spellings | None = None) -> str | None:
         grouped: dict[str, list[str]] = {}
-        for name, _, predicate in self.clauses():
+        for name, _, predicate in self.clauses(spelled):
             grouped.setdefault(name, []).append(predicate)
         parts = []
         for name, predicates in grouped.items():
@@ -140,6 +168,34 @@ class Filters:
 def literal(value: str) -> str:
     """A string as a SQL literal (for Lance's `WHERE` clauses)."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def fold(value: str) -> str:
+    """`value` in the one case filters compare in: Unicode's caseless matching, so `Bug`
+    is `bug`, `Straße` is `STRASSE`, and a composed `é` is a decomposed one."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", value).casefold())
+
+
+def spellings(stored: Iterable[str | None]) -> dict[str, tuple[str, ...]]:
+    """Stored values by their folded form: {'bug': ('Bug', 'bug')}."""
+    found: dict[str, set[str]] = {}
+    for value in stored:
+        if value:
+            found.setdefault(fold(value), set()).add(value)
+    return {key: tuple(sorted(values)) for key, values in found.items()}
+
+
+def _equals(column: str, values: tuple[str, ...]) -> str:
+    if len(values) == 1:
+        return f"{column} = {literal(values[0])}"
+    return f"{column} IN ({', '.join(literal(v) for v in values)})"
+
+
+def _carries(column: str, values: tuple[str, ...]) -> str:
+    """`column`, a list, holds one of `values`."""
+    if len(values) == 1:
+        return f"array_has({column}, {literal(values[0])})"
+    return f"array_has_any({column}, [{', '.join(literal(v) for v in values)}])"
 
 
 def _utc(value: date | datetime | None, name: str = "date") -> datetime | None:

@@ -11,9 +11,10 @@ fill the rest.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -24,11 +25,12 @@ from lancedb.query import MatchQuery
 from ghindex.errors import GhindexError, IndexUnusable
 from ghindex.index import table as index
 from ghindex.index.onnx_encoder import query_encoder
-from ghindex.query.filters import MODES, SORTS, Filters, literal
+from ghindex.query.filters import MODES, SORTS, Filters, Spellings, literal, spellings
 from ghindex.query.fusion import diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
-from ghindex.snapshot.layout import STATE_FILE
+from ghindex.state.database import LOCK_WAIT
 from ghindex.vocabulary.handles import ISSUE_REF, PATHLIKE, SHA, item_handle
+from ghindex.vocabulary.layout import STATE_FILE
 from ghindex.vocabulary.limits import number_or_none
 
 if TYPE_CHECKING:
@@ -100,11 +102,10 @@ class Searcher:
         self._reranker_factory = reranker_factory
         self._reranker: Any = None
         if state is None and (Path(lance_path).parent / STATE_FILE).exists():
-            from ghindex.query.snapshot import Snapshot
-
-            state = Snapshot(Path(lance_path).parent).state
+            state = functools.partial(_state_beside, Path(lance_path).parent / STATE_FILE)
         self.state = state  # None: no state beside the index, so hits are not annotated
         self._unmatched_cache: dict[str, bool] = {}
+        self._spellings: dict[str, dict[str, tuple[str, ...]]] = {}  # column -> (see filters)
         # BM25 runs beside the query's embedding and kNN: both release the GIL
         self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghindex-sparse")
 
@@ -133,7 +134,7 @@ class Searcher:
             raise GhindexError(f"mmr must be between 0 and 1, not {mmr}")
         response = SearchResponse(query=query, mode=mode, k=k, filters=filters.as_dict())
         response.filters_unmatched = self._unmatched(filters)
-        where = filters.where()
+        where = filters.where(self._spelled(filters))
 
         exact = self._exact(query.strip(), where) if _may_be_identifier(query) else []
         depth = max(DEPTH[0], DEPTH[1] * k)
@@ -176,7 +177,8 @@ class Searcher:
         filters = filters or Filters()
         response = SearchResponse(query="", mode="scan", k=k, filters=filters.as_dict())
         response.filters_unmatched = self._unmatched(filters)
-        where = f"{_HEAD} AND {filters.where()}" if filters.where() else _HEAD
+        chosen = filters.where(self._spelled(filters))
+        where = f"{_HEAD} AND {chosen}" if chosen else _HEAD
         column = "updated_at" if sort == "updated_desc" else "created_at"
         table = self.table.search().where(where).select(_NO_VECTOR)
         rows = table.limit(None).to_arrow()
@@ -362,10 +364,27 @@ class Searcher:
             hit.fixed_by = list(found.get("fixed_by", []))
             hit.closes = list(found.get("closes", []))
 
+    def _spelled(self, filters: Filters) -> Spellings:
+        """The spellings the index holds of the values of each column the filters match in
+        any case (labels, states): read once, from one row per entity. The table stays at
+        the version it was opened at, so they stay true."""
+        missing = sorted(filters.folded_columns() - self._spellings.keys())
+        if missing:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            rows = self.table.search().where(_HEAD).select(missing).limit(None).to_arrow()
+            for column in missing:
+                values = rows[column]
+                if pa.types.is_list(values.type):
+                    values = pc.list_flatten(values)
+                self._spellings[column] = spellings(pc.unique(values).to_pylist())
+        return self._spellings
+
     def _unmatched(self, filters: Filters) -> list[str]:
         """Filter values that match nothing at all in the index (e.g. a misspelt repo)."""
         unmatched = []
-        for name, value, predicate in filters.clauses():
+        for name, value, predicate in filters.clauses(self._spelled(filters)):
             test = predicate.removeprefix("NOT ") if name == "not_label" else predicate
             if test not in self._unmatched_cache:
                 self._unmatched_cache[test] = self.table.count_rows(test) == 0
@@ -406,3 +425,16 @@ def _may_be_identifier(query: str) -> bool:
     """Only a query without spaces can name an item (handles and paths have none)."""
     text = query.strip()
     return bool(text) and not any(c.isspace() for c in text)
+
+
+@contextlib.contextmanager
+def _state_beside(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the state database beside an index, for one request
+    (waiting out a writer, refusing a schema this ghindex cannot read)."""
+    from ghindex.query.sql import connect
+
+    con = connect(path, wait=LOCK_WAIT, check=True)
+    try:
+        yield con
+    finally:
+        con.close()

@@ -23,6 +23,7 @@ How the state database is opened is the one thing that differs between doors:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -34,10 +35,10 @@ import duckdb
 from ghindex.errors import GhindexError, SnapshotError
 from ghindex.query.filters import SORTS, Filters
 from ghindex.query.hits import SearchResponse
-from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, SNAPSHOT_NAMES, SnapshotFiles
-from ghindex.snapshot.local import live_root
 from ghindex.snapshot.status import age_seconds, created_at
-from ghindex.state.database import LOCK_WAIT, no_state
+from ghindex.snapshot.verify import lance_damaged, lance_fault
+from ghindex.state.database import LOCK_WAIT, damaged, no_state
+from ghindex.vocabulary.layout import MANIFEST, NOT_BUILT, SNAPSHOT_NAMES, SnapshotFiles, live_root
 from ghindex.vocabulary.limits import (
     QUERY_CHARS,
     SQL_CHARS,
@@ -47,6 +48,29 @@ from ghindex.vocabulary.limits import (
 
 if TYPE_CHECKING:  # the index and its libraries load only for what reads it (search)
     from ghindex.query.search import Searcher
+
+
+def _names_damage(read):
+    """Around a read operation: a damaged state database or index file, found only
+    when a read reaches the broken block, is one line naming the file and what to do,
+    not DuckDB's or Lance's words with their source paths."""
+
+    @functools.wraps(read)
+    def reading(self: Snapshot, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(self, *args, **kwargs)
+        except GhindexError:
+            raise
+        except Exception as exc:
+            error = damaged(exc, self.state_path)
+            if error is None and lance_fault(exc):
+                error = lance_damaged(exc, f"the index ({self.lance_path.name}/)")
+            if error is None:
+                raise
+            raise error from None
+
+    return reading
+
 
 DEFAULT_MAX_CHARS = 20_000
 SQL_TIMEOUT = 10.0
@@ -221,6 +245,7 @@ class Snapshot(SnapshotFiles):
 
     # -- the read operations
 
+    @_names_damage
     def search(
         self,
         query: str,
@@ -250,6 +275,7 @@ class Snapshot(SnapshotFiles):
             response.graph_results = self._expand(response, hops)
         return response
 
+    @_names_damage
     def scan(
         self,
         filters: Filters | None = None,
@@ -267,6 +293,7 @@ class Snapshot(SnapshotFiles):
             response.graph_results = self._expand(response, hops)
         return response
 
+    @_names_damage
     def context(
         self, question: str, filters: Filters | None = None, *, max_tokens: int = 4000
     ) -> dict[str, Any]:
@@ -278,6 +305,7 @@ class Snapshot(SnapshotFiles):
         response = searcher.search(question, filters=filters, k=CANDIDATES, mode="hybrid")
         return pack(response, max_tokens)
 
+    @_names_damage
     def show(
         self, handle: str, *, max_chars: int = DEFAULT_MAX_CHARS, skip: int = 0
     ) -> dict[str, Any]:
@@ -290,6 +318,7 @@ class Snapshot(SnapshotFiles):
         with self.state() as con:
             return show(con, handle, max_chars=max_chars, skip=skip)
 
+    @_names_damage
     def fetch(
         self, handles: list[str], *, max_chars: int = DEFAULT_MAX_CHARS, skip: int = 0
     ) -> dict[str, Any]:
@@ -323,6 +352,7 @@ class Snapshot(SnapshotFiles):
             body["next"] = {"handles": left, "skip": cut["next_skip"] if cut else 0}
         return body
 
+    @_names_damage
     def related(
         self,
         handle: str,
@@ -384,18 +414,21 @@ class Snapshot(SnapshotFiles):
         """A DuckDB relation on the held connection: `.df()`, `.pl()`, `.fetchall()`."""
         return self.connect().sql(query, params=params)
 
+    @_names_damage
     def status(self) -> dict[str, Any]:
         """Snapshot id, age, repositories and their cursors, counts, model, size."""
         from ghindex.snapshot.status import local_status
 
         return local_status(self.source)
 
+    @_names_damage
     def export(self, dest: Path, *, partition: bool | None = None):
         """Every table and view as Parquet under `dest`."""
         from ghindex.analysis.export import export
 
         return export(self.state_path, Path(dest), partition=partition)
 
+    @_names_damage
     def report(self):
         """A self-contained HTML page with charts of the project's flow (`.html`), and
         counts of what it shows."""

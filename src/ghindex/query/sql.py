@@ -32,6 +32,7 @@ import duckdb
 
 from ghindex.errors import ConfigError, GhindexError, StateError, first_line
 from ghindex.state.database import check_schema, damaged, no_state
+from ghindex.vocabulary.layout import STATE_FILE
 
 TIMEOUT = 10.0
 MEMORY_MB = 512
@@ -53,6 +54,7 @@ class Result:
     truncated: bool
     elapsed_ms: float
     reason: str | None = None  # why the answer was cut, when it was
+    hint: str | None = None  # what may explain an empty answer (`empty_hint`)
 
 
 def connect(
@@ -149,13 +151,14 @@ def run_on(
     started = time.perf_counter()
     rows: list[list[Any]] = []
     reason = None
+    ran = _Ran(query)  # the text DuckDB was given, for where its errors point
     timer.start()
     try:
         statements = con.extract_statements(query)
         if len(statements) != 1:
             raise GhindexError(f"query: give exactly one SQL statement, not {len(statements)}")
         _check_reading(statements[0], query)
-        cursor = _execute(con, statements[0], query, max_rows, offset)
+        cursor = _execute(con, statements[0], query, max_rows, offset, ran)
         description = cursor.description or []
         size = 0
         while reason is None:
@@ -193,11 +196,12 @@ def run_on(
                 "query: needs more temporary disk than its limit (GHINDEX_SQL_TEMP_MB): "
                 "group or sort fewer rows"
             ) from None
-        from ghindex.query.sql_process import too_big
-
         raise GhindexError(too_big(setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB))) from None
     except duckdb.Error as exc:
-        raise GhindexError(hide(f"query: {_sql_error(exc, query)}")) from None
+        broken = damaged(exc, Path(STATE_FILE))  # a block the statement read is damaged
+        if broken is not None:
+            raise broken from None
+        raise GhindexError(hide(f"query: {_sql_error(exc, ran)}")) from None
     finally:
         timer.cancel()
     return Result(
@@ -207,7 +211,39 @@ def run_on(
         truncated=reason is not None,
         elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
         reason=reason,
+        hint=None if offset else empty_hint(query, rows),
     )
+
+
+# The values the state stores in upper case, as GitHub spells them: the states of
+# issues, pull requests, discussions and reviews, and why an item was closed.
+STORED_UPPER = {
+    "state": ("OPEN", "CLOSED", "MERGED"),
+    "review state": ("APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"),
+    "state reason": ("COMPLETED", "NOT_PLANNED", "REOPENED", "DUPLICATE", "RESOLVED", "OUTDATED"),
+}
+# A state-like column (`state`, `i.state`, `issue_state`, `state_reason`) compared with a
+# string: `= 'open'`, `<> 'open'`, `IN ('open', 'closed')`, `LIKE 'open'`.
+_STATE_COMPARED = re.compile(
+    r"(?i)\b\w*state(?:_reason)?\b\s*(?:=|==|!=|<>|(?:not\s+)?(?:i?like|in)\b)\s*\(?\s*"
+    r"((?:'[^']*'\s*,?\s*)+)"
+)
+
+
+def empty_hint(query: str, rows: list[list[Any]]) -> str | None:
+    """For a statement that found nothing (no rows, or one row of zeros: a count): a line
+    saying states are stored in upper case, when it compares a state-like column with
+    one spelt in lower case (`state = 'open'`)."""
+    if rows and (len(rows) > 1 or any(v not in (0, None) for v in rows[0])):
+        return None
+    for match in _STATE_COMPARED.finditer(query):
+        for value in re.findall(r"'([^']*)'", match.group(1)):
+            if value == value.upper():
+                continue
+            for what, stored in STORED_UPPER.items():
+                if value.upper() in stored:
+                    return f"{what}s are stored upper-case: {', '.join(stored)}"
+    return None
 
 
 def _hider(path: str | None, hidden: list[str] = ()):
@@ -256,22 +292,62 @@ def _check_reading(statement: Any, query: str) -> None:
     )
 
 
+@dataclass
+class _Ran:
+    """The text DuckDB ran for the user's `query`: the query itself, or the statement
+    wrapped under a limit. The user's `length` characters start at `start` of `text` and
+    at `at` of `query`."""
+
+    query: str
+    text: str = ""
+    start: int = 0
+    at: int = 0
+    length: int = -1
+
+    def __post_init__(self) -> None:
+        self.text = self.text or self.query
+        self.length = len(self.query) if self.length < 0 else self.length
+
+    def position(self, line: int, column: int) -> tuple[int, int] | None:
+        """Line and column (from 1) in `query` of those in `text`; None outside it."""
+        lines = self.text.split("\n")
+        if not 1 <= line <= len(lines) or column < 1:
+            return None
+        offset = sum(len(text) + 1 for text in lines[: line - 1]) + column - 1 - self.start
+        if not 0 <= offset <= self.length:  # one past the end: where more was expected
+            return None
+        offset += self.at
+        start = self.query.rfind("\n", 0, offset) + 1
+        return self.query.count("\n", 0, offset) + 1, offset - start + 1
+
+
 def _execute(
-    con: duckdb.DuckDBPyConnection, statement: Any, query: str, max_rows: int, offset: int = 0
+    con: duckdb.DuckDBPyConnection,
+    statement: Any,
+    query: str,
+    max_rows: int,
+    offset: int = 0,
+    ran: _Ran | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Run the statement; a SELECT under a LIMIT one past the row limit (from `offset`), so
     that DuckDB stops producing rows (and sorts only the top ones) instead of holding them
-    all."""
+    all. `ran` is told what text DuckDB was given."""
+    ran = ran or _Ran(query)
     if statement.type == duckdb.StatementType.SELECT:
         inner = statement.query.strip().rstrip(";")
+        head = "SELECT * FROM (\n"
+        wrapped = f"{head}{inner}\n) LIMIT {max_rows + 1} OFFSET {int(offset)}"
+        # where the statement is in the query; DuckDB may have rewritten it: then none
+        at = query.find(inner)
+        ran.text, ran.start, ran.at = wrapped, len(head), max(at, 0)
+        ran.length = len(inner) if at >= 0 else -1
         try:
-            return con.execute(
-                f"SELECT * FROM (\n{inner}\n) LIMIT {max_rows + 1} OFFSET {int(offset)}"
-            )
+            return con.execute(wrapped)
         except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException):
             pass  # run as written: a trailing comment, or an error to report as the user wrote it
     if offset:
         raise GhindexError("query: offset applies to SELECT statements only")
+    ran.text, ran.start, ran.at, ran.length = query, 0, 0, len(query)
     return con.execute(query)
 
 
@@ -308,16 +384,31 @@ def _cut(text: str, room: int) -> str:
     return text[:low] + "…"
 
 
-def _sql_error(exc: duckdb.Error, query: str) -> str:
-    """DuckDB's message on one line, with where in the statement it points."""
+def _sql_error(exc: duckdb.Error, ran: _Ran | str) -> str:
+    """DuckDB's message on one line, with where in the user's statement it points (left
+    out where that is not in the statement: the limit it ran under, or unknown)."""
+    ran = ran if isinstance(ran, _Ran) else _Ran(ran)
     text = str(exc)
     first = first_line(exc)
     caret = re.search(r"^LINE (\d+): (.*)\n( *)\^", text, re.MULTILINE)
-    if caret:
-        prefix = len(f"LINE {caret.group(1)}: ")
-        column = len(caret.group(3)) - prefix + 1
-        return f"{first} (line {caret.group(1)}, column {column}): fix the statement"
-    return first
+    if not caret:
+        return first
+    line, shown = int(caret.group(1)), caret.group(2)
+    at = len(caret.group(3)) - len(f"LINE {caret.group(1)}: ")  # in the line as shown
+    # DuckDB shows a long line cut around the error, between "..."s: find that part
+    lines = ran.text.split("\n")
+    whole = lines[line - 1] if 1 <= line <= len(lines) else ""
+    cut = shown.startswith("...") and not whole.startswith("...")
+    part = shown.removeprefix("...") if cut else shown
+    if part.endswith("...") and not whole.endswith("..."):
+        part = part.removesuffix("...")
+    found = whole.find(part) if part else -1
+    position = None
+    if found >= 0 and whole.find(part, found + 1) < 0:  # one place only, or none is sure
+        position = ran.position(line, found + at - (3 if cut else 0) + 1)
+    if position is None:
+        return f"{first}: fix the statement"
+    return f"{first} (line {position[0]}, column {position[1]}): fix the statement"
 
 
 def plain(value: Any) -> Any:
@@ -335,3 +426,11 @@ def plain(value: Any) -> Any:
     if hasattr(value, "total_seconds"):  # INTERVAL
         return str(value)
     return value
+
+
+def too_big(memory_mb: int) -> str:
+    """What a statement that outgrew its memory limit is told (here or in its process)."""
+    return (
+        f"query: needs more than the {memory_mb} MB memory limit (GHINDEX_SQL_MEMORY_MB): "
+        "build smaller values, or select fewer rows"
+    )

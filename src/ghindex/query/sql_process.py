@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import GhindexError
+from ghindex.query.sql import MEMORY_MB, Result, connect, run_on, setting, too_big
 
 TEMP_MB = 256  # GHINDEX_SQL_TEMP_MB: what one statement may spill to disk
 _GRACE = 5.0  # seconds beyond the time limit for the child to start and answer
@@ -44,8 +45,6 @@ def run(
 ) -> Any:
     """`sql.Result` of `query` over the state database at `path` (read-only, with the
     temporary `views` a held connection uses), run in a child process."""
-    from ghindex.query.sql import MEMORY_MB, Result, setting
-
     memory = setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
     temp = Path(tempfile.mkdtemp(prefix="ghindex-sql-"))
     request = {
@@ -89,13 +88,6 @@ def run(
     return Result(**answer)
 
 
-def too_big(memory_mb: int) -> str:
-    return (
-        f"query: needs more than the {memory_mb} MB memory limit (GHINDEX_SQL_MEMORY_MB): "
-        "build smaller values, or select fewer rows"
-    )
-
-
 def _limit(memory_mb: int, timeout: float) -> None:
     """Cap this process: its address space now plus `memory_mb` and some slack, and its
     CPU seconds a little beyond the time limit."""
@@ -122,8 +114,6 @@ def _address_space() -> int | None:
 
 
 def _answer(request: dict[str, Any]) -> dict[str, Any]:
-    from ghindex.query.sql import connect, run_on
-
     con = connect(Path(request["path"]), spill=(request["temp"], int(request["temp_mb"])))
     try:
         for view in request["views"]:

@@ -185,10 +185,11 @@ class SnapshotHolder:
         if idle:
             self._remove(old)
 
-    def sync_once(self) -> bool:
+    def sync_once(self, *, report: bool = True) -> bool:
         """Pull the store's latest snapshot if it is new; True when it was swapped in.
         A check that finds nothing new lists the pointer's names from the generation
-        served on (one small request, see `latest_ref`) and reads nothing else."""
+        served on (one small request, see `latest_ref`) and reads nothing else. A failure
+        is logged (unless not `report`: the caller says it) and kept in `sync`."""
         from ghindex.snapshot import pull
         from ghindex.snapshot.refs import latest_ref
 
@@ -208,9 +209,8 @@ class SnapshotHolder:
         except Exception as exc:  # a failed sync must never stop serving
             self._failure = exc
             self.sync.last_error = first_line(exc)
-            serving = self._current_id()
-            serving = f"still serving {serving}" if serving else "nothing to serve yet"
-            log.warning("sync failed, %s: %s", serving, exc)
+            if report:
+                self._say_failure(exc)
             return False
         self.sync.last_success, self.sync.last_error = now, None
         self.sync.syncs += 1
@@ -242,7 +242,7 @@ class SnapshotHolder:
         missing bucket, no credentials): there would be nothing to serve. A store that
         holds no snapshot yet is served empty until one is published."""
         self._failure = None
-        self.sync_once()
+        self.sync_once(report=False)  # a failure is raised, or said once serving goes on
         if self.current is None and self.cache is not None:
             with contextlib.suppress(NoSnapshot, GhindexError, OSError):
                 self.replace(open_snapshot(self.cache, immutable=True))
@@ -253,6 +253,8 @@ class SnapshotHolder:
                 if isinstance(failure, GhindexError)
                 else SnapshotError(f"cannot read {shown(self.store.url)}: {first_line(failure)}")
             )
+        if self._failure is not None:
+            self._say_failure(self._failure)
         self._thread = threading.Thread(target=self._loop, name="ghindex-sync", daemon=True)
         self._thread.start()
 
@@ -274,6 +276,11 @@ class SnapshotHolder:
         """Close a retired snapshot; the next pull into the cache removes its files."""
         snapshot.close()
         snapshot.held.close()
+
+    def _say_failure(self, exc: BaseException) -> None:
+        serving = self._current_id()
+        serving = f"still serving {serving}" if serving else "nothing to serve yet"
+        log.warning("sync failed, %s: %s", serving, exc)
 
     def _current_id(self) -> str | None:
         return self.current.snapshot_id if self.current else None

@@ -9,11 +9,17 @@ write: the state is opened read-only and `sql` runs with external access off.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import difflib
 import functools
 import inspect
 import json
 import logging
+import os
+import socket
+import sys
+import threading
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
@@ -453,18 +459,147 @@ def run(
     token: str | None = None,
     allowed_host: tuple[str, ...] = (),
     allowed_origin: tuple[str, ...] = (),
+    listening: Callable[[str], None] | None = None,
 ) -> None:
+    """Serve until the client leaves (stdio: stdin ends) or SIGINT or SIGTERM, which
+    raise `KeyboardInterrupt` here once the transport has stopped. Over HTTP,
+    `listening` is called with the URL clients use once the socket is bound (with
+    `port` 0, on a free port the system picks)."""
     server = create_server(holder)
     if transport == "stdio":
-        server.run("stdio")
+        import anyio
+
+        anyio.run(serve_stdio, server)
         return
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     check_binding(host, token)
+    sock = bound_socket(host, port)
+    port = sock.getsockname()[1]
     # ghindex's own guard checks Host and Origin on every bind (the SDK's only on loopback)
     off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app = server.streamable_http_app(host=host, transport_security=off)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=off
+    )
+    url = mcp_url(host, port)
+    app = elsewhere_hint(app, url)
     hosts = allowed_hosts(host, port, allowed_host)
     app = header_guard(app, token, hosts, allowed_origin, extra=allowed_host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS)
+    if listening is not None:
+        listening(url)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+MCP_PATH = "/mcp"  # where the streamable HTTP endpoint answers
+# Seconds a stopping HTTP server waits for open requests and streams before cancelling
+# them: Ctrl-C ends it about this long after, even with a client connected.
+GRACE_SECONDS = 0.5
+
+
+def mcp_url(host: str, port: int) -> str:
+    """The URL clients connect to (an IPv6 address in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{MCP_PATH}"
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on `host:port`, handed to uvicorn, so that the address is
+    known (with port 0, the one the system picked) and open before uvicorn starts; a
+    port in use is one line."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve on {host}: {exc.strerror or exc}: check --host") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen()  # connections queue from now on: the address said is open at once
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}: choose another --port "
+            "(0 picks a free one)"
+        ) from None
+    return sock
+
+
+def elsewhere_hint(app: Any, url: str) -> Any:
+    """An ASGI wrapper answering every path but the MCP endpoint's with 404 and a body
+    that names the endpoint: someone who opens the server's address in a browser or with
+    curl learns where clients connect, instead of a bare "Not Found"."""
+    served = (MCP_PATH, MCP_PATH + "/")
+    body = json.dumps(
+        {
+            "error": "not found: this is ghindex's MCP server; MCP clients connect to "
+            f"{url} (streamable HTTP), see docs/mcp.md",
+            "endpoint": url,
+        }
+    ).encode()
+
+    async def hinted(scope, receive, send):
+        if scope["type"] == "http" and scope.get("path") not in served:
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 404, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return hinted
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """The MCP session over stdin and stdout, with stdin read by `StdinLines`: the SDK
+    reads it in a worker thread that cancelling cannot stop, so on Ctrl-C the server
+    waited for the client's next line (in a terminal: forever) and the interpreter
+    then waited for that thread."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdin=StdinLines()) as (read, write):  # type: ignore[arg-type]
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
+class StdinLines:
+    """stdin's lines, as `async for` reads them, from a daemon thread of their own:
+    waiting for the next line can be cancelled, and nothing waits for the thread at
+    exit. Bytes that are not UTF-8 are replaced, as the SDK's reader does."""
+
+    def __init__(self) -> None:
+        self._lines: asyncio.Queue[str | None] | None = None
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._lines is None:
+            self._lines = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            reader = threading.Thread(
+                target=self._read, args=(loop, self._lines), name="ghindex-stdin", daemon=True
+            )
+            reader.start()
+        line = await self._lines.get()
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+    @staticmethod
+    def _read(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:
+        try:
+            stream = os.fdopen(os.dup(sys.stdin.fileno()), "rb")  # its own: closed by no one
+            for raw in stream:
+                loop.call_soon_threadsafe(lines.put_nowait, raw.decode("utf-8", "replace"))
+        except (OSError, ValueError, AttributeError) as exc:  # AttributeError: no stdin
+            log.warning("stdin could not be read: %s", exc)
+        except RuntimeError:  # the loop closed: the server has stopped
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(lines.put_nowait, None)

@@ -134,6 +134,7 @@ def sql(
             "truncated": result.truncated,
             "truncated_reason": result.reason,
             "elapsed_ms": result.elapsed_ms,
+            **({"hint": result.hint} if result.hint else {}),
         },
     )
     if budget.fit(answer, "rows", limit, offset, what="rows"):

@@ -24,10 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from ghindex.errors import SnapshotError, first_line
+from ghindex.vocabulary.layout import (  # noqa: F401  (the store's code reads them here)
+    FORMAT_VERSION,
+    INDEX_DIR,
+    MANIFEST,
+    NOT_BUILT,
+    SNAPSHOT_NAMES,
+    STATE_FILE,
+    SnapshotFiles,
+    fsync_dir,
+)
 
-FORMAT_VERSION = 1
 PIECE_SIZE = 256 * 1024  # DuckDB writes 256 KiB blocks: a changed block is a changed piece
-MANIFEST = "manifest.json"
 LATEST = "LATEST"
 REFS = "refs/latest/"
 
@@ -46,32 +54,6 @@ _HEX64_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 # One path segment: ASCII letters, digits, '_', '.', '=', '-', not starting with a dot
 # (so never '.', '..' or a hidden name), which also rules out look-alikes of '..'.
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]{0,254}", re.ASCII)
-STATE_FILE = "state.duckdb"
-INDEX_DIR = "lance"
-# What a snapshot directory holds at its top level, and nothing else.
-SNAPSHOT_NAMES = (STATE_FILE, INDEX_DIR, MANIFEST)
-NOT_BUILT = (
-    "no snapshot in {}: run `ghindex demo` for the sample, `ghindex fetch` and `ghindex "
-    "build` for your repositories, or `ghindex pull --store URL`"
-)
-
-
-class SnapshotFiles:
-    """The files of a snapshot directory, for a class that says where its `root` is."""
-
-    root: Path
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / STATE_FILE
-
-    @property
-    def lance_path(self) -> Path:
-        return self.root / INDEX_DIR
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.root / MANIFEST
 
 
 def check_snapshot_id(value: object, where: str) -> str:
@@ -348,17 +330,3 @@ def hash_file(path: Path, relative: str) -> FileEntry:
 
 def relative(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename in `path` durable (best effort where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -23,6 +23,9 @@ snapshot too; the first pull into it turns its files into the previous version.
 
 `live_root(DEST)` is where the current snapshot's files are: every reader and writer
 asks it, so they all see the same version.
+
+A reading command given `--store URL` pulls into its own destination in the user's cache,
+`reading_copy(store)`: reading never writes in the working directory.
 """
 
 from __future__ import annotations
@@ -36,12 +39,20 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ghindex.errors import SnapshotError
-from ghindex.snapshot.layout import SNAPSHOT_NAMES, STATE_FILE, fsync_dir
+from ghindex.vocabulary.layout import (
+    CURRENT,
+    SNAPSHOT_NAMES,
+    STATE_FILE,
+    fsync_dir,
+    live_root,
+)
 
-CURRENT = "current"
+if TYPE_CHECKING:
+    from ghindex.snapshot.stores import Store
+
 VERSIONS = "snapshots"
 LOCK = ".ghindex.lock"
 STAMP = ".pulled"  # in a version directory: each file's size and mtime when verified
@@ -63,13 +74,16 @@ def absolute(path: Path) -> Path:
     return Path(os.path.abspath(path))
 
 
-def live_root(path: Path) -> Path:
-    """The directory holding `path`'s current snapshot: the version `current` names,
-    resolved once (so one reader sees one version), or `path` itself."""
-    link = path / CURRENT
-    if link.is_symlink():
-        return link.resolve()
-    return path
+def reading_copy(store: Store) -> Path:
+    """Where a reading command (`search`, `sql`, `export`, … with `--store URL`) pulls
+    `store` to: one destination per store in the user's cache (`config.store_cache`),
+    keyed by the store's address (a local store by its absolute path, a bucket by its URL
+    without credentials), never the working directory or the workdir."""
+    from ghindex.config import store_cache
+    from ghindex.snapshot.stores import shown
+
+    local = store.local_root
+    return store_cache(local.as_uri() if local is not None else shown(store.url))
 
 
 # ------------------------------------------------------------------------------- faults

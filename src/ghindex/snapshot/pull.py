@@ -16,7 +16,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ class PullReport:
     bytes_reused: int
     unchanged: bool
     seconds: float
+    repaired: list[str] = field(default_factory=list)  # local files `verify` found changed
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,10 +71,15 @@ def pull(
     ref: Ref | None = None,
     say: Callable[[str], None] | None = None,
     progress: Progress | None = None,
+    verify: bool = False,
 ) -> PullReport:
     """Bring a snapshot (the latest, `snapshot_id`, or the one `ref` names) into `dest`.
     Pieces the current copy in `dest` holds are copied from disk, not downloaded;
-    `progress` counts the bytes downloaded. `say` hears why the pull waits, if it does."""
+    `progress` counts the bytes downloaded. `say` hears why the pull waits, if it does.
+
+    A copy already current is trusted by its files' sizes and times; `verify` hashes
+    them instead, and a copy that differs (a bit flipped on disk) is assembled again,
+    from its pieces that still verify and the store's for the rest."""
     started = time.perf_counter()
     target = Destination(dest)
     target.check_usable()
@@ -89,6 +95,11 @@ def pull(
         wanted = snapshot_id or (ref.snapshot_id if ref else "")
         report = PullReport(wanted, shown(store.url), str(target.path), 0, 0, 0, 0, False, 0.0)
         here = _present(target.path, wanted, ref if snapshot_id is None else None)
+        if here is not None and verify:
+            from ghindex.snapshot.verify import verify as verify_files
+
+            report.repaired = [d.path for d in verify_files(target.path, progress=progress).differ]
+            here = None if report.repaired else here
         if here is not None:  # nothing new: one pointer read, no manifest, no blob
             report.files, report.bytes = len(here.files), sum(f.size for f in here.files)
             report.unchanged, report.bytes_reused = True, report.bytes

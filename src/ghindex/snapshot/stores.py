@@ -13,6 +13,7 @@ backend's create-only put: S3 `If-None-Match`, GCS `ifGenerationMatch=0`, Azure
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -102,7 +103,7 @@ class Store:
         except _MISSING:
             raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
         except Exception as exc:
-            raise self._error("read", path, exc) from None
+            raise self._error("read", path, exc) from cause(exc)
         return bytes(data)
 
     def _too_large(self, path: str, limit: int) -> SnapshotError:
@@ -123,7 +124,7 @@ class Store:
                 return False
             raise
         except Exception as exc:
-            raise self._error("write", path, exc) from None
+            raise self._error("write", path, exc) from cause(exc)
         return True
 
     def head(self, path: str) -> Entry | None:
@@ -133,7 +134,7 @@ class Store:
         except _MISSING:
             return None
         except Exception as exc:
-            raise self._error("read", path, exc) from None
+            raise self._error("read", path, exc) from cause(exc)
         return Entry(path, int(meta["size"]), meta["last_modified"])
 
     def list(self, prefix: str, offset: str | None = None) -> list[Entry]:
@@ -147,7 +148,7 @@ class Store:
         except _MISSING:
             return []
         except Exception as exc:
-            raise self._error("list", prefix, exc) from None
+            raise self._error("list", prefix, exc) from cause(exc)
         return sorted(found, key=lambda e: e.path)
 
     def delete(self, path: str) -> None:
@@ -157,7 +158,7 @@ class Store:
         except _MISSING:
             return
         except Exception as exc:
-            raise self._error("delete", path, exc) from None
+            raise self._error("delete", path, exc) from cause(exc)
 
     def _error(self, action: str, path: str, exc: Exception) -> SnapshotError:
         text = str(exc)
@@ -181,6 +182,27 @@ class Store:
             f"cannot {action} {path} in {shown(self.url)}: {first_line(exc)} "
             "(check the store URL and the credentials in the environment)"
         )
+
+
+class StoreFailure(Exception):
+    """What a store's client said, under the one-line error it became (a traceback with
+    --debug shows it): its type and message, credentials in URLs taken out."""
+
+
+# a URL's user:password@, and the value of a query parameter that signs or authorises (an
+# Azure SAS `sig=`, `X-Amz-Signature=`, `X-Amz-Security-Token=`, a `token=`)
+_URL_SECRET = re.compile(
+    r"(?i)(?<=://)[^/\s@]+@|(?<=[?&])([\w.-]*(?:sig|credential|token|secret|password|key)"
+    r"[\w.-]*=)[^&\s\"',)]+"
+)
+
+
+def cause(exc: BaseException) -> StoreFailure:
+    """`exc`, a store client's error, as the cause a `SnapshotError` is raised from."""
+    text = _URL_SECRET.sub(
+        lambda m: f"{m.group(1)}[redacted]" if m.group(1) else "[redacted]@", str(exc)
+    )
+    return StoreFailure(f"{type(exc).__module__}.{type(exc).__qualname__}: {text}")
 
 
 def shown(url: str) -> str:

@@ -85,6 +85,20 @@ def _count_chunks(lance: Path) -> int:
         raise lance_damaged(exc, where) from None
 
 
+def lance_fault(exc: BaseException) -> bool:
+    """Whether `exc` is Lance failing to read its own files (a block that does not
+    decode, a file cut short or gone, a panic on a length read from flipped bits), not
+    a query it refused. Told by where it was raised: inside Lance's libraries."""
+    text = str(exc).lower()
+    if "invalid user input" in text or "invalidinput" in text:
+        return False
+    innermost = exc.__traceback__
+    while innermost is not None and innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    module = innermost.tb_frame.f_globals.get("__name__", "") if innermost else ""
+    return module.split(".")[0] in {"lance", "lancedb"} or "lance error" in text
+
+
 def lance_damaged(exc: BaseException, where: str) -> IndexUnusable:
     """The one error for an index file that cannot be read: one line naming it, the
     library's cause without its source paths, and what to do."""
