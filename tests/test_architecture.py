@@ -120,8 +120,7 @@ def test_folders_import_one_way_down_the_floors():
 def test_no_two_modules_import_each_other():
     known = {module_name(path): path for path in modules()}
     edges = {
-        name: {n for n in imports(path) if n in known and n != name}
-        for name, path in known.items()
+        name: {n for n in imports(path) if n in known and n != name} for name, path in known.items()
     }
     # packages re-export their modules: a module importing its own package is not a circle
     circles = sorted(

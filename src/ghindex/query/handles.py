@@ -131,7 +131,8 @@ def _numbered(con: duckdb.DuckDBPyConnection, text: str, number: int) -> str:
         return found[0]
     if not found:
         raise UnknownHandle(
-            f"no item {_shown(text)} in the snapshot: check the number, or give the handle ({HANDLE_FORMS})"
+            f"no item {_shown(text)} in the snapshot: check the number, or give the handle "
+            f"({HANDLE_FORMS})"
         )
     shown = ", ".join(found[:_SHOWN]) + (", ..." if len(found) > _SHOWN else "")
     raise UnknownHandle(
