@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
 import sys
 
 import pytest
@@ -67,12 +69,30 @@ def test_only_a_package_not_yet_imported_is_deferred(package):
 @pytest.mark.slow
 def test_lancedb_imports_without_the_rest_client_which_still_answers():
     script = (
-        "import sys, ghindex, lancedb\n"
+        "import sys, ghindex.cli, lancedb\n"
         "print('lance_namespace_urllib3_client.api' in sys.modules)\n"
         "from lance_namespace_urllib3_client import ApiClient, __version__\n"
         "print(ApiClient.__name__, 'lance_namespace_urllib3_client.api' in sys.modules)\n"
     )
     assert fresh_python(script).split() == ["False", "ApiClient", "True"]
+
+
+@pytest.mark.slow
+def test_the_workaround_is_still_needed_and_only_the_cli_applies_it():
+    """`import ghindex` leaves the process as it is; and LanceDB still imports its REST
+    client eagerly without the CLI's deferral. When this fails because LanceDB made that
+    import lazy, remove `DEFERRED` from index/deferred.py."""
+    script = (
+        "import os, sys, ghindex, lancedb\n"
+        "print('lance_namespace_urllib3_client.api' in sys.modules, 'LANCEDB_LOG' in os.environ)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LANCEDB_LOG"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    eager, log_set = done.stdout.split()
+    assert log_set == "False"  # a library user's environment is theirs
+    assert eager == "True", "LanceDB no longer imports its REST client eagerly: drop DEFERRED"
 
 
 def ahead_of(factory):
@@ -162,7 +182,7 @@ def test_lancedb_imports_as_on_newer_python_and_overrides_stays_whole():
     """lancedb's methods get the marker-only `override` while it imports; code imported
     after it gets the real decorator, which still refuses a method overriding nothing."""
     script = (
-        "import ghindex, lancedb, overrides\n"
+        "import ghindex.cli, lancedb, overrides\n"
         "print(lancedb.db.LanceDBConnection.open_table.__override__)\n"
         "try:\n"
         "    class Base:\n"

@@ -12,10 +12,15 @@ import signal
 import sys
 import traceback
 
-from ghindex.cli import analysis, ingest, query, serving, snapshots  # noqa: F401  (registers)
-from ghindex.cli.base import INTERRUPTED, TERMINATED, cli, terminated
-from ghindex.cli.terminal import visible
 from ghindex.index import deferred
+
+# Before anything imports LanceDB: the command line's (and its MCP server's) process
+# starts fast and quiet; a program importing ghindex as a library is left as it is.
+deferred.cli_process()
+
+from ghindex.cli import analysis, ingest, query, serving, snapshots  # noqa: E402, F401  (registers)
+from ghindex.cli.base import INTERRUPTED, TERMINATED, cli, terminated  # noqa: E402
+from ghindex.cli.terminal import visible  # noqa: E402
 
 __all__ = ["cli", "main"]
 

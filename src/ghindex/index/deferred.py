@@ -1,6 +1,8 @@
-"""What ghindex does to LanceDB's import so that a cold command starts fast. Two things
-at `import ghindex` (`defer_all`), invisible to code that uses the libraries, and a third
-in the CLI's own process only (`no_pandas_probe`, see there):
+"""What the CLI does to LanceDB's import so that a cold command starts fast, in its own
+process only (`import ghindex` changes nothing): two things when `ghindex.cli` is
+imported (`cli_process`), invisible to code that uses the libraries, and a third when
+the command runs (`no_pandas_probe`, see there). Each is a workaround with a test that
+fails once the library no longer needs it (tests/test_cold_start.py):
 
 1. A third-party package's `__init__` deferred until one of its own names is used.
 `import lancedb` imports `lance_namespace`, which imports the models of the generated
@@ -29,6 +31,7 @@ any other code gets the real one.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -116,6 +119,13 @@ def marker_only_override() -> Iterator[None]:
         yield
     finally:
         overrides.override = saved
+
+
+def cli_process() -> None:
+    """The CLI's start-up: LanceDB's Rust core quiet below errors (it logs deprecation
+    notes at WARN, which no user asked for), and `defer_all`."""
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    defer_all()
 
 
 def defer_all() -> None:
