@@ -28,13 +28,14 @@ from pathlib import Path
 import mcp
 import pydantic_core
 
+from bench.eval_sets import eval_set
 from ghindex.index.build import build
 from ghindex.index.chunking import estimate_tokens
 from ghindex.serve import SnapshotHolder, create_server, open_snapshot
 from testkit.github_server import comment_node, issue_node
 from testkit.state import settings_for, store_issues
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared/eval/secp256k1-full"
+CORPUS = eval_set("secp256k1-full")
 R = "octo/hello"
 BUSY = 2_000
 

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.eval_sets import eval_set
 from ghindex.config import DEFAULT_GRAPHQL_URL, DEFAULT_MODEL, Settings
 from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings, chunk_document
@@ -34,9 +35,7 @@ from ghindex.progress import Progress
 from ghindex.state import items
 from ghindex.state.database import open_state, transaction
 
-DEFAULT_CORPUS = str(
-    Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog" / "corpus.jsonl"
-)
+DEFAULT_CORPUS = str(eval_set("httpx-changelog") / "corpus.jsonl")
 REPO = "bench/httpx"
 EMPTY_PAGE = {"endCursor": None, "hasNextPage": False}
 FALLBACK_TIME = "2025-01-01T00:00:00Z"  # a few corpus records (docs) carry no dates

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_build import read_corpus, store_documents
+from bench.eval_sets import eval_set
 from ghindex.config import (
     DEFAULT_GRAPHQL_URL,
     DEFAULT_MODEL,
@@ -43,7 +44,7 @@ from ghindex.index.onnx_encoder import build_encoder
 from ghindex.query.search import Filters, Searcher
 from ghindex.state.database import open_state
 
-EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog"
+EVAL = eval_set("httpx-changelog")
 CACHE = Path(__file__).resolve().parent / ".cache"
 REPOS = ("encode/httpx", "encode/httpcore", "encode/starlette", "encode/uvicorn")
 LABELS = ("bug", "enhancement", "docs", "question", "http/2", "refactor", "tests", "ci")

@@ -56,10 +56,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.eval_sets import EVAL
 from testkit.secrets_corpus import covered
 
 ROOT = Path(__file__).resolve().parents[1]
-EVAL = ROOT.parent / "shared" / "eval"
+
 CORPORA = ("httpx-changelog", "secp256k1-issues", "secp256k1-full")
 SPEED_CORPORA = ("httpx-changelog", "secp256k1-full")
 _PAD = "Intro paragraph. " * 147

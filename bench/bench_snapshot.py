@@ -31,6 +31,7 @@ from pathlib import Path
 import boto3
 import numpy as np
 
+from bench.eval_sets import eval_set
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.index import table as index
 from ghindex.index.build import build
@@ -57,9 +58,7 @@ atexit.register(peak)
 sys.argv[0] = "ghindex"
 cli()
 """
-CORPUS = (
-    Path(__file__).resolve().parents[2] / "shared" / "eval" / "httpx-changelog" / "corpus.jsonl"
-)
+CORPUS = eval_set("httpx-changelog") / "corpus.jsonl"
 
 
 def texts(corpus: Path) -> list[str]:
