@@ -284,3 +284,36 @@ def test_damage_met_by_a_read_is_one_line_at_every_door(pulled, run, isolated, p
             one_clear_line(result)
             named = " is damaged (" in result.stderr or "file ghindex can read" in result.stderr
             assert named, (door, target.name, result.stderr)
+
+
+@EXAMPLES
+@given(
+    body=st.one_of(
+        st.binary(max_size=40),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda inner: st.lists(inner, max_size=3),
+            max_leaves=6,
+        ).map(lambda value: json.dumps(value).encode()),
+    )
+)
+@pytest.mark.parametrize("door", DOORS, ids=lambda door: door[0])
+def test_a_manifest_that_is_no_json_object_is_one_line_at_every_door(
+    pulled, run, isolated, door, body
+):
+    """One reader of local manifests (vocabulary/layout.local_manifest): bytes that are not
+    JSON, and JSON that is not an object, are named the same way by every door that reads
+    the manifest (status always does); a door that does not need it answers from the
+    files it reads."""
+    snap = copy_of(pulled, isolated / "bad-manifest")
+    (snap / "manifest.json").write_bytes(body)
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return  # an object is a manifest's shape: its fields are checked elsewhere
+    result = run(door[0], *door[1:], "--snapshot", str(snap))
+    if door[0] == "status" or result.exit_code != 0:
+        one_clear_line(result)
+        assert "manifest.json is not" in result.stderr, result.stderr

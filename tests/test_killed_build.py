@@ -16,7 +16,8 @@ import pytest
 from ghindex.config import DEFAULT_MODEL, FP32
 from ghindex.index import staging
 from ghindex.index import table as index
-from ghindex.index.build import build, read_manifest
+from ghindex.index.build import build
+from ghindex.vocabulary.layout import local_manifest as read_manifest
 from testkit.github_server import issue_node
 from testkit.state import settings_for, store_issues
 

@@ -129,26 +129,17 @@ def search(
         for key, value in filter_options.items()
     }
     with open_for_query(obj, snapshot, store) as snap:
-        if query is None or not query.strip():  # as serve/tools.py's `search` does
-            response = snap.scan(
-                Filters(**options),
-                k=k,
-                sort="updated_desc" if sort == "relevance" else sort,
-                expand=expand,
-                hops=hops,
-            )
-        else:
-            response = snap.search(
-                query,
-                Filters(**options),
-                k=k,
-                mode=mode,
-                rerank=rerank,
-                mmr=mmr,
-                sort=sort,
-                expand=expand,
-                hops=hops,
-            )
+        response = snap.find(
+            query,
+            Filters(**options),
+            k=k,
+            mode=mode,
+            rerank=rerank,
+            mmr=mmr,
+            sort=sort,
+            expand=expand,
+            hops=hops,
+        )
     if as_json:
         emit_json(response.as_dict())
     else:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +37,14 @@ from ghindex.query.hits import SearchResponse
 from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.snapshot.verify import lance_damaged, lance_fault
 from ghindex.state.database import LOCK_WAIT, damaged, no_state
-from ghindex.vocabulary.layout import MANIFEST, NOT_BUILT, SNAPSHOT_NAMES, SnapshotFiles, live_root
+from ghindex.vocabulary.layout import (
+    MANIFEST,
+    NOT_BUILT,
+    SNAPSHOT_NAMES,
+    SnapshotFiles,
+    live_root,
+    local_manifest,
+)
 from ghindex.vocabulary.limits import (
     QUERY_CHARS,
     SQL_CHARS,
@@ -275,6 +281,37 @@ class Snapshot(SnapshotFiles):
             response.graph_results = self._expand(response, hops)
         return response
 
+    def find(
+        self,
+        query: str | None,
+        filters: Filters | None = None,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        rerank: bool = False,
+        mmr: float | None = None,
+        sort: str = "relevance",
+        expand: bool = False,
+        hops: int = 1,
+    ) -> SearchResponse:
+        """What every door's `search` answers: with a query, `search`; without one (None,
+        empty or blank), `scan`: the items the filters select, newest first (by update,
+        unless `sort` asks for creation)."""
+        if query is None or not query.strip():
+            order = "updated_desc" if sort == "relevance" else sort
+            return self.scan(filters, k=k, sort=order, expand=expand, hops=hops)
+        return self.search(
+            query,
+            filters,
+            k=k,
+            mode=mode,
+            rerank=rerank,
+            mmr=mmr,
+            sort=sort,
+            expand=expand,
+            hops=hops,
+        )
+
     @_names_damage
     def scan(
         self,
@@ -415,11 +452,15 @@ class Snapshot(SnapshotFiles):
         return self.connect().sql(query, params=params)
 
     @_names_damage
-    def status(self) -> dict[str, Any]:
-        """Snapshot id, age, repositories and their cursors, counts, model, size."""
-        from ghindex.snapshot.status import local_status
+    def status(self, *, check: bool = True) -> dict[str, Any]:
+        """Snapshot id, age, repositories and their cursors, counts, model, size, and
+        (`check`) whether its state and index open; `check=False` reads the manifest
+        alone (a server's status, answered while queries run)."""
+        from ghindex.snapshot.status import local_status, manifest_summary
 
-        return local_status(self.source)
+        if check:
+            return local_status(self.source)
+        return manifest_summary(self.root, self.manifest, source=str(self.source))
 
     @_names_damage
     def export(self, dest: Path, *, partition: bool | None = None):
@@ -439,12 +480,8 @@ class Snapshot(SnapshotFiles):
     # -- helpers
 
     def _read_manifest(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}  # fetched but not built yet: the state answers, the index does not
-        except ValueError as exc:
-            raise SnapshotError(f"{self.manifest_path} is not valid JSON ({exc})") from None
+        # none: fetched but not built yet (the state answers, the index does not)
+        return local_manifest(self.manifest_path) or {}
 
     def _expand(self, response: SearchResponse, hops: int) -> list[dict[str, Any]]:
         """Items linked to the results (not among them), each with where it was reached from."""

@@ -12,7 +12,6 @@ only once it is released. A failed sync changes nothing and is reported by `stat
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from ghindex.serve.state_copy import StateCopy
 from ghindex.snapshot.layout import MANIFEST, NOT_BUILT, STATE_FILE, Ref
 from ghindex.snapshot.local import in_use, live_root
 from ghindex.snapshot.stores import shown
+from ghindex.vocabulary.layout import local_manifest
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,9 @@ def open_snapshot(
     held = contextlib.ExitStack()
     held.enter_context(in_use(root))
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = local_manifest(manifest_path)
+        if manifest is None:  # removed since it was seen
+            raise NoSnapshot(NOT_BUILT.format(path))
         if not immutable:
             copy = copy or StateCopy(root / STATE_FILE)
             copy.acquire()
@@ -146,7 +148,7 @@ class SnapshotHolder:
         with self._lock:
             snapshot = self.current
             if snapshot is None:
-                raise NoSnapshot(self._empty_reason())
+                raise NoSnapshot(self.empty_reason())
             snapshot.users += 1
         try:
             yield snapshot
@@ -285,7 +287,8 @@ class SnapshotHolder:
     def _current_id(self) -> str | None:
         return self.current.snapshot_id if self.current else None
 
-    def _empty_reason(self) -> str:
+    def empty_reason(self) -> str:
+        """Why there is nothing to serve, as `status` and every tool say it."""
         if self.sync.last_error:
             return f"no snapshot yet: the last sync failed ({self.sync.last_error})"
         if self.store is not None:

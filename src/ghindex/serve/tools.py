@@ -52,20 +52,16 @@ def search(
     offset: int = 0,
 ) -> dict[str, Any]:
     k = offset + top_k  # the results from `offset` on: the ranking is the same
-    if query is None or not query.strip():  # no query: the newest items the filters select
-        order = "updated_desc" if sort == "relevance" else sort
-        response = snapshot.scan(chosen, k=k, sort=order, expand=graph_expand, hops=graph_hops)
-    else:
-        response = snapshot.search(
-            query,
-            chosen,
-            k=k,
-            mode=mode,
-            rerank=rerank,
-            sort=sort,
-            expand=graph_expand,
-            hops=graph_hops,
-        )
+    response = snapshot.find(
+        query,
+        chosen,
+        k=k,
+        mode=mode,
+        rerank=rerank,
+        sort=sort,
+        expand=graph_expand,
+        hops=graph_hops,
+    )
     results = response.results[offset:]
     body: dict[str, Any] = {
         "mode": response.mode,
@@ -153,22 +149,15 @@ def status(holder: SnapshotHolder) -> dict[str, Any]:
         return {
             "snapshot_id": None,
             "snapshot_age_seconds": None,
-            "status": holder._empty_reason(),
+            "status": holder.empty_reason(),
             "sync": sync,
         }
-    manifest = snapshot.manifest
-    return envelope(
-        snapshot,
-        {
-            "status": "serving",
-            "created_at": manifest.get("created_at"),
-            "built_at": manifest.get("built_at"),
-            "repos": manifest.get("repos", {}),
-            "counts": manifest.get("counts", {}),
-            "model": manifest.get("model"),
-            "sync": sync,
-        },
-    )
+    summary = snapshot.status(check=False)
+    # the envelope says which snapshot and how old; where it lies on the server is not
+    # the agent's business
+    for key in ("source", "snapshot_id", "age_seconds"):
+        summary.pop(key, None)
+    return envelope(snapshot, {"status": "serving", **summary, "sync": sync})
 
 
 def _result(hit: Hit, *, reranked: bool) -> dict[str, Any]:

@@ -3,7 +3,6 @@ snapshot's files are opened too (`verify.check_files`): a damaged one is an erro
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,26 +13,29 @@ from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
 from ghindex.snapshot.verify import check_files
+from ghindex.vocabulary.layout import local_manifest
 
 
 def local_status(given: Path) -> dict[str, Any]:
     root = live_root(given)
-    path = root / MANIFEST
-    if not path.exists():
+    body = local_manifest(root / MANIFEST)
+    if body is None:
         raise SnapshotError(NOT_BUILT.format(given))
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise SnapshotError(f"{path} is not valid JSON ({exc})") from None
-    files = body.get("files")
-    total = (
-        sum(f["size"] for f in files)
-        if files
-        else sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-    )
-    summary = _summary(body, total, source=str(given))
+    summary = manifest_summary(root, body, source=str(given))
     summary["checked"] = check_files(root, summary["counts"])
     return summary
+
+
+def manifest_summary(root: Path, body: dict[str, Any], source: str) -> dict[str, Any]:
+    """What the manifest `body` of the snapshot in `root` says it holds, opening no other
+    file: its size is the manifest's file list's, or the directory's for a local build."""
+    files = body.get("files")
+    total = (
+        sum(f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int))
+        if isinstance(files, list) and files
+        else sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    )
+    return _summary(body, total, source=source)
 
 
 def store_status(store: Store) -> dict[str, Any]:

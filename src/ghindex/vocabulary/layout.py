@@ -5,8 +5,12 @@ version they are written in. Where things live in a *store* is `snapshot/layout.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
+
+from ghindex.errors import SnapshotError
 
 FORMAT_VERSION = 1  # of a snapshot's files as a whole, recorded in its manifest
 STATE_FILE = "state.duckdb"
@@ -38,6 +42,27 @@ class SnapshotFiles:
     @property
     def manifest_path(self) -> Path:
         return self.root / MANIFEST
+
+
+def local_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at `path` (a local snapshot's or workdir's `manifest.json`), or None
+    when there is none; one that is not a JSON object is one line naming the file. The
+    one reader of local manifests: a store's are checked by `snapshot/layout.py`."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            f"{path} is not valid JSON ({exc}): build again with `ghindex build`, or pull "
+            "the snapshot again"
+        ) from None
+    if not isinstance(body, dict):
+        raise SnapshotError(
+            f"{path} is not a manifest (a JSON {type(body).__name__}, not an object): build "
+            "again with `ghindex build`, or pull the snapshot again"
+        )
+    return body
 
 
 def live_root(path: Path) -> Path:
