@@ -554,16 +554,215 @@ def test_report_json_says_what_the_page_shows(sample_state, run, tmp_path):
             "top_reviewers": 3,
             "top_commenters": 10,
         },
+        "totals": {
+            "open_prs_awaiting_review": 47,
+            "stale_issues": 74,
+            "top_reviewers": 3,
+            "top_commenters": 44,
+        },
         "links": 30,
     }
     assert page.count('<a href="https://github.com/') == shown["links"]
     documented = re.search(
         r"```json\n(.*?)```", (ROOT / "docs" / "analysis.md").read_text(), flags=re.S
     )[1]
-    assert json.loads(documented) | {"path": shown["path"]} == shown | {"bytes": 21480}
+    assert json.loads(documented) | {"path": shown["path"]} == shown | {"bytes": 24284}
+    # every statistic with its n (and a warning where n is small), every cut list "of N"
+    assert section_notes(page) == {
+        "Issue and pull request flow, per month": (
+            "113 months, 2012-06 to 2021-10, quiet ones at zero"
+        ),
+        "Time to close an issue": "median 6.8 days (n = 149)",
+        "Time to the first response on an issue": "median 26.1 hours (n = 79)",
+        "Pull request review latency (time to the first review)": (
+            "median 655.9 days (n = 2): from only 2 reviewed pull requests, too few to go by"
+        ),
+        "Open pull requests awaiting review (oldest first)": (
+            "15 of 47 open pull requests awaiting review"
+        ),
+        "Open issues idle for 90 days or more (longest first)": (
+            "15 of 74 open issues idle for 90 days or more"
+        ),
+        "Top reviewers": "all 3 reviewers, counted per repository",
+        "Top commenters": "10 of 44 commenters, counted per repository",
+    }
+    assert page.count("median") == page.count("(n = ") == 3
+    assert axis_titles(page) == [
+        ("month (YYYY-MM)", "issues / PRs (count per month)"),
+        ("time from opening to close (duration, hours to years)", "closed issues (count)"),
+        (
+            "time from opening to the first response (duration, hours to years)",
+            "answered issues (count)",
+        ),
+        (
+            "time from opening to the first review (duration, hours to years)",
+            "reviewed pull requests (count)",
+        ),
+    ]
+    assert x_ticks(page) == [f"{year}-01" for year in range(2013, 2022)]
     assert page.count("<tr>") - page.count("<thead>") == sum(shown["tables"].values())
     # for people: the file written, and nothing else on stdout
     assert run("report", "--out", str(out), *snapshot).stdout == f"{out}\n"
+
+
+def section_notes(page: str) -> dict[str, str]:
+    """Each section's title and the note under it, as a reader sees them."""
+    found = re.findall(r"<h2>(.*?)</h2><p class=note>(.*?)</p>", page)
+    return {html.unescape(title): html.unescape(note) for title, note in found}
+
+
+def axis_titles(page: str) -> list[tuple[str, str]]:
+    """Each chart's x-axis and y-axis titles, in page order (one of each per chart)."""
+    titles = []
+    for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        x = re.findall(r'<text class="axis-title x-title"[^>]*>([^<]*)</text>', svg)
+        y = re.findall(r'<text class="axis-title y-title"[^>]*>([^<]*)</text>', svg)
+        assert len(x) == len(y) == 1, svg
+        titles.append((html.unescape(x[0]), html.unescape(y[0])))
+    return titles
+
+
+def x_ticks(page: str) -> list[str]:
+    return re.findall(r'<text class="x-tick"[^>]*>([^<]*)</text>', page)
+
+
+def test_report_month_ticks_fall_on_round_steps_and_are_enough_to_read():
+    from ghindex.analysis.report import month_ticks
+
+    def months(first: str, count: int) -> list[str]:
+        start = int(first[:4]) * 12 + int(first[5:]) - 1
+        return [f"{(start + i) // 12}-{(start + i) % 12 + 1:02d}" for i in range(count)]
+
+    assert month_ticks([]) == []
+    assert month_ticks(months("2024-11", 1)) == [0]
+    assert month_ticks(months("2024-11", 3)) == [0, 1, 2]
+    assert month_ticks(months("2024-11", 10)) == list(range(10))
+    assert month_ticks(months("2024-11", 11)) == [0, 2, 4, 6, 8, 10]  # Nov, Jan, Mar, …
+    assert month_ticks(months("2024-05", 20)) == list(range(0, 20, 2))
+    assert month_ticks(months("2024-05", 25)) == [2, 5, 8, 11, 14, 17, 20, 23]  # Jul, Oct, …
+    assert [months("2012-06", 113)[i] for i in month_ticks(months("2012-06", 113))] == [
+        f"{year}-01" for year in range(2013, 2022)
+    ]
+    for first in ("2020-01", "2020-07", "2019-12"):
+        for count in range(1, 1500, 7):
+            labels = months(first, count)
+            chosen = month_ticks(labels)
+            assert len(chosen) <= 10 and len(chosen) >= min(count, 4), (first, count)
+            assert chosen == sorted(set(chosen)) and all(0 <= i < count for i in chosen)
+            steps = {b - a for a, b in itertools.pairwise(chosen)}
+            assert len(steps) <= 1, (first, count, chosen)  # evenly spaced
+
+
+def test_report_says_n_beside_each_statistic_and_of_n_beside_each_cut_list(tmp_path):
+    """More items than each list shows; one reviewed pull request; nothing closed."""
+    from ghindex.analysis.report import render
+    from ghindex.state import items
+    from ghindex.state.database import open_state, transaction
+    from testkit.github_server import repository_node
+
+    def person(login):
+        return {"__typename": "User", "login": login}
+
+    start = parse_time("2023-01-10T09:00:00Z")
+
+    def moment(days: float, hours: float = 0) -> str:
+        return format_time(start + timedelta(days=days, hours=hours))
+
+    issues = [  # one a month for 17 months, each answered five hours later
+        issue_node(
+            n,
+            repo="octo/many",
+            createdAt=moment(31 * n),
+            updatedAt=moment(31 * n),
+            comments=[
+                comment_node(
+                    100 + n,
+                    author=person(f"commenter{n % 12}"),
+                    createdAt=moment(31 * n, 5),
+                    updatedAt=moment(31 * n, 5),
+                )
+            ],
+        )
+        for n in range(1, 18)
+    ]
+    waiting = [  # 16 open pull requests nobody has reviewed
+        pull_request_node(n, repo="octo/many", createdAt=moment(n), updatedAt=moment(n))
+        for n in range(101, 117)
+    ]
+    reviewed = pull_request_node(  # reviewed by 11 people, the first 3 hours after opening
+        117,
+        repo="octo/many",
+        createdAt=moment(0),
+        updatedAt=moment(1),
+        reviews=[
+            review_node(
+                200 + r,
+                "APPROVED",
+                author=person(f"reviewer{r}"),
+                submittedAt=moment(0, 3 + r),
+                createdAt=moment(0, 3 + r),
+                updatedAt=moment(0, 3 + r),
+            )
+            for r in range(11)
+        ],
+    )
+    state = tmp_path / "state.duckdb"
+    con = open_state(state)
+    try:
+        with transaction(con):
+            items.save_repository(con, repository_node("octo/many"))
+            items.save_issues(con, "octo/many", as_response(issues))
+            items.save_pull_requests(con, "octo/many", as_response([*waiting, reviewed]))
+    finally:
+        con.close()
+
+    report = render(state)
+
+    assert report.tables == {
+        "open_prs_awaiting_review": 15,
+        "stale_issues": 15,
+        "top_reviewers": 10,
+        "top_commenters": 10,
+    }
+    assert report.totals == {
+        "open_prs_awaiting_review": 16,
+        "stale_issues": 17,
+        "top_reviewers": 11,
+        "top_commenters": 12,
+    }
+    assert report.charts == {
+        "flow_months": 18,
+        "time_to_close": 0,
+        "time_to_first_response": 17,
+        "time_to_first_review": 1,
+    }
+    assert section_notes(report.html) == {
+        "Issue and pull request flow, per month": (
+            "18 months, 2023-01 to 2024-06, quiet ones at zero"
+        ),
+        "Time to close an issue": "no median yet (n = 0): no closed issues",
+        "Time to the first response on an issue": "median 5.0 hours (n = 17)",
+        "Pull request review latency (time to the first review)": (
+            "median 3.0 hours (n = 1): from only 1 reviewed pull request, too few to go by"
+        ),
+        "Open pull requests awaiting review (oldest first)": (
+            "15 of 16 open pull requests awaiting review"
+        ),
+        "Open issues idle for 90 days or more (longest first)": (
+            "15 of 17 open issues idle for 90 days or more"
+        ),
+        "Top reviewers": "10 of 11 reviewers, counted per repository",
+        "Top commenters": "10 of 12 commenters, counted per repository",
+    }
+    # no histogram for no durations: three charts, each with both axis titles
+    assert [y for _, y in axis_titles(report.html)] == [
+        "issues / PRs (count per month)",
+        "answered issues (count)",
+        "reviewed pull requests (count)",
+    ]
+    assert x_ticks(report.html) == [f"2023-{m:02d}" for m in (1, 3, 5, 7, 9, 11)] + [
+        f"2024-{m:02d}" for m in (1, 3, 5)
+    ]
 
 
 def test_report_axis_ticks_are_four_to_six_round_counts():
@@ -690,6 +889,13 @@ const measured = {
   bottom: box(content[content.length - 1]).bottom + window.scrollY,
   ticks: [...document.querySelectorAll("svg text.y-tick")].map(
     (e) => [e.textContent, box(e).top, box(e).bottom, box(e).width]),
+  x_ticks: [...document.querySelectorAll("svg text.x-tick")].map(
+    (e) => [e.textContent, box(e).left, box(e).right]),
+  titles: [...document.querySelectorAll("svg")].map((s) =>
+    [...s.querySelectorAll("text.axis-title")].map((e) => [
+      e.textContent, box(e).width, box(e).height,
+      box(e).left >= box(s).left && box(e).right <= box(s).right
+        && box(e).top >= box(s).top && box(e).bottom <= box(s).bottom])),
   links: [...document.querySelectorAll("a")].map((a) => a.getAttribute("href")),
   items: document.querySelectorAll("table.items tbody tr").length,
   svgs: [...document.querySelectorAll("svg")].map((s) => [
@@ -710,6 +916,7 @@ def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
     shown = json.loads(result.stdout)
     page = out.read_text()
     assert page.count("<svg") == 4 and "<script" not in page
+    assert len(axis_titles(page)) == 4  # an x and a y title on every chart
     assert "http://" not in page and "https://" not in page.replace("https://github.com/", "")
     for title in (
         "Issue and pull request flow",
@@ -763,6 +970,16 @@ def test_the_report_renders_in_headless_chromium(sample_state, run, tmp_path):
         drawn["ticks"]
     ):
         assert width_below > 0 and bottom_above <= top_below, drawn["ticks"]
+    # its x-axis: a label each January, at least four, each clear of the next
+    assert [label for label, *_ in drawn["x_ticks"]] == [f"{y}-01" for y in range(2013, 2022)]
+    for (_, _, right), (_, left, _) in itertools.pairwise(drawn["x_ticks"]):
+        assert right < left, drawn["x_ticks"]
+    # every chart titles both axes, drawn and whole inside the chart (not clipped)
+    assert len(drawn["titles"]) == 4
+    for titles in drawn["titles"]:
+        assert len(titles) == 2, titles
+        for text, width, height, inside in titles:
+            assert text and width > 0 and height > 0 and inside, titles
     # every listed item links to its page on GitHub
     assert len(drawn["links"]) == drawn["items"] == shown["links"] == 30
     assert all(link.startswith("https://github.com/") for link in drawn["links"])

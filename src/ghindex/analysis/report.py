@@ -34,7 +34,13 @@ BUCKETS = [
     ("≥ 1 year", float("inf")),
 ]
 COLOURS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c"]
-WIDTH, HEIGHT, PAD = 720, 240, 40
+# The drawing's size, the margin above, right of and below the plot, and the wider one
+# left of it (the y-axis' labels and its title).
+WIDTH, HEIGHT, PAD, LEFT = 720, 250, 40, 62
+# Below this many durations a median is said to be from too few to go by.
+FEW = 5
+# Each list shows at most this many rows; its note says of how many.
+ITEMS_LISTED, PEOPLE_LISTED = 15, 10
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 800px;
        color: #111; padding: 0 1rem }
@@ -46,6 +52,7 @@ table { border-collapse: collapse; width: 100%; font-size: 13px }
 td, th { border-bottom: 1px solid #ddd; padding: 4px; text-align: left }
 .items td:not(:nth-child(2)) { white-space: nowrap }
 svg text { font: 11px system-ui, sans-serif; fill: #333 } .note { color: #555 }
+svg text.axis-title { font-weight: 600; fill: #555 }
 """
 # Where an item's link may point: GitHub, or its own repository's host (Enterprise Server).
 LINK_SCHEMES = ("https", "http")
@@ -59,8 +66,10 @@ class Report:
     html: str
     repositories: int = 0
     facts: dict[str, int] = field(default_factory=dict)
-    charts: dict[str, int] = field(default_factory=dict)  # months or durations drawn
+    # months drawn, or durations in a histogram: the n beside its median
+    charts: dict[str, int] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)  # rows listed
+    totals: dict[str, int] = field(default_factory=dict)  # rows each list was cut from
     links: int = 0  # listed items that link to their page
 
     def shows(self) -> dict[str, Any]:
@@ -69,6 +78,7 @@ class Report:
             "facts": self.facts,
             "charts": self.charts,
             "tables": self.tables,
+            "totals": self.totals,
             "links": self.links,
         }
 
@@ -127,58 +137,81 @@ def _page(con) -> Report:
                     "PRs opened": [m[3] for m in monthly],
                     "PRs merged": [m[4] for m in monthly],
                 },
+                y_title="issues / PRs (count per month)",
+            ),
+            _span(monthly),
+        ),
+        _section(
+            "Time to close an issue",
+            *_distribution(
+                hours["time_to_close"],
+                "time from opening to close",
+                ("closed issue", "closed issues"),
             ),
         ),
-        _section("Time to close an issue", *_distribution(hours["time_to_close"])),
         _section(
             "Time to the first response on an issue",
-            *_distribution(hours["time_to_first_response"]),
+            *_distribution(
+                hours["time_to_first_response"],
+                "time from opening to the first response",
+                ("answered issue", "answered issues"),
+            ),
         ),
         _section(
             "Pull request review latency (time to the first review)",
-            *_distribution(hours["time_to_first_review"]),
+            *_distribution(
+                hours["time_to_first_review"],
+                "time from opening to the first review",
+                ("reviewed pull request", "reviewed pull requests"),
+            ),
         ),
         _section(
             "Open pull requests awaiting review (oldest first)",
-            _items(
+            *_items(
                 report,
                 "open_prs_awaiting_review",
+                ("open pull request awaiting review", "open pull requests awaiting review"),
                 con,
                 hosts,
                 "SELECT repo, url, handle, title, author, CAST(created_at AS DATE) AS opened, "
-                'days_waiting AS "days waiting" FROM open_prs_awaiting_review LIMIT 15',
+                'days_waiting AS "days waiting" FROM open_prs_awaiting_review '
+                f"LIMIT {ITEMS_LISTED}",
             ),
         ),
         _section(
             "Open issues idle for 90 days or more (longest first)",
-            _items(
+            *_items(
                 report,
                 "stale_issues",
+                ("open issue idle for 90 days or more", "open issues idle for 90 days or more"),
                 con,
                 hosts,
                 "SELECT repo, url, handle, title, author, CAST(updated_at AS DATE) AS "
-                '"last activity", days_idle AS "days idle" FROM stale_issues LIMIT 15',
+                '"last activity", days_idle AS "days idle" FROM stale_issues '
+                f"LIMIT {ITEMS_LISTED}",
             ),
         ),
         _section(
             "Top reviewers",
-            _table(
+            *_table(
                 report,
                 "top_reviewers",
+                ("reviewer, counted per repository", "reviewers, counted per repository"),
                 con,
                 "SELECT repo, author, reviews, approvals, "
                 'changes_requested AS "changes requested" '
-                "FROM top_reviewers ORDER BY reviews DESC, repo, author LIMIT 10",
+                f"FROM top_reviewers ORDER BY reviews DESC, repo, author LIMIT {PEOPLE_LISTED}",
             ),
         ),
         _section(
             "Top commenters",
-            _table(
+            *_table(
                 report,
                 "top_commenters",
+                ("commenter, counted per repository", "commenters, counted per repository"),
                 con,
                 "SELECT repo, author, comments, threads FROM top_commenters "
-                "ORDER BY comments DESC, repo, author LIMIT 10",
+                f"ORDER BY comments DESC, repo, author LIMIT {PEOPLE_LISTED}",
             ),
         ),
     ]
@@ -211,32 +244,48 @@ def _hours(con, sql: str) -> list[float]:
     return [v for (v,) in con.execute(sql).fetchall() if v is not None]
 
 
-def _distribution(values: Sequence[float]) -> tuple[str, str]:
-    """A histogram of durations in hours, and their median in words."""
-    return _histogram(values), _median(values)
+def _distribution(values: Sequence[float], what: str, noun: tuple[str, str]) -> tuple[str, str]:
+    """A histogram of durations in hours, and their median in words with its n.
+    `what` names the duration (the x-axis), `noun` what was timed, singular and plural."""
+    return _histogram(values, what, noun[1]), median_note(values, noun)
 
 
-def _median(values: Sequence[float]) -> str:
+def median_note(values: Sequence[float], noun: tuple[str, str]) -> str:
+    """'median 3.2 days (n = 149)'; below FEW durations it also says they are few."""
     if not values:
-        return "no data yet"
+        return f"no median yet (n = 0): no {noun[1]}"
     value = statistics.median(values)
-    if value < 48:
-        return f"median {value:.1f} hours"
-    return f"median {value / 24:.1f} days"
+    said = f"{value:.1f} hours" if value < 48 else f"{value / 24:.1f} days"
+    note = f"median {said} (n = {len(values):,})"
+    if len(values) < FEW:
+        note += f": from only {_count(len(values), noun)}, too few to go by"
+    return note
 
 
-def _histogram(values: Sequence[float]) -> str:
+def _count(n: int, noun: tuple[str, str]) -> str:
+    return f"{n:,} {noun[0] if n == 1 else noun[1]}"
+
+
+def _span(monthly: Sequence[Sequence[Any]]) -> str:
+    if not monthly:
+        return ""
+    months = _count(len(monthly), ("month", "months"))
+    return f"{months}, {monthly[0][0]} to {monthly[-1][0]}, quiet ones at zero"
+
+
+def _histogram(values: Sequence[float], what: str, nouns: str) -> str:
     counts = [0] * len(BUCKETS)
     for value in values:
         counts[next(i for i, (_, limit) in enumerate(BUCKETS) if value < limit)] += 1
     if not values:
         return "<p class=note>No data yet.</p>"
     top = max(counts) or 1
-    step = (WIDTH - 2 * PAD) / len(BUCKETS)
-    bars = []
+    step = (WIDTH - LEFT - PAD) / len(BUCKETS)
+    base = HEIGHT - PAD
+    bars = [f'<line x1="{LEFT}" y1="{base}" x2="{WIDTH - PAD}" y2="{base}" stroke="#999"/>']
     for i, ((label, _), count) in enumerate(zip(BUCKETS, counts, strict=True)):
         h = (HEIGHT - 2 * PAD) * count / top
-        x = PAD + i * step
+        x = LEFT + i * step
         y = HEIGHT - PAD - h
         bars.append(
             f'<rect x="{x + 6:.1f}" y="{y:.1f}" width="{step - 12:.1f}" height="{h:.1f}" '
@@ -245,6 +294,7 @@ def _histogram(values: Sequence[float]) -> str:
             f'<text x="{x + step / 2:.1f}" y="{HEIGHT - PAD + 16}" text-anchor="middle">'
             f"{html.escape(label)}</text>"
         )
+    bars.append(_axis_titles(f"{what} (duration, hours to years)", f"{nouns} (count)"))
     return _svg("".join(bars), f"histogram of {len(values)} durations")
 
 
@@ -261,15 +311,32 @@ def ticks(top: float) -> list[int]:
         power *= 10
 
 
-def _lines(labels: Sequence[str], series: dict[str, Sequence[int]]) -> str:
-    """Counts per period as lines, on a y-axis of round ticks."""
+def month_ticks(labels: Sequence[str]) -> list[int]:
+    """Which of the months (`YYYY-MM`, consecutive) get a label on the x-axis: those on
+    a round step (every 1, 2, 3 or 6 months, or 1, 2 or 5 times 12 times a power of
+    ten), the smallest step that labels at most ten. So at least four are labelled once
+    the span is four months or more."""
+    first = int(labels[0][:4]) * 12 + int(labels[0][5:7]) - 1 if labels else 0
+    steps = [1, 2, 3, 6]
+    power = 1
+    while True:
+        for step in steps:
+            chosen = [i for i in range(len(labels)) if (first + i) % step == 0]
+            if len(chosen) <= 10:
+                return chosen
+        steps, power = [12 * power * f for f in (1, 2, 5)], power * 10
+
+
+def _lines(labels: Sequence[str], series: dict[str, Sequence[int]], y_title: str) -> str:
+    """Counts per month as lines, on a y-axis of round ticks and an x-axis of months
+    labelled on a round step."""
     if not labels:
         return "<p class=note>No data yet.</p>"
     axis = ticks(max([max(v) for v in series.values() if v] + [0]))
     last = len(labels) - 1
 
     def x(i: int) -> float:  # a single period sits at the left edge
-        return PAD + (WIDTH - 2 * PAD) * i / (last or 1)
+        return LEFT + (WIDTH - LEFT - PAD) * i / (last or 1)
 
     def y(value: float) -> float:
         return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / axis[-1]
@@ -277,9 +344,9 @@ def _lines(labels: Sequence[str], series: dict[str, Sequence[int]]) -> str:
     parts = []
     for value in axis:
         parts.append(
-            f'<line x1="{PAD}" y1="{y(value):.1f}" x2="{WIDTH - PAD}" y2="{y(value):.1f}" '
+            f'<line x1="{LEFT}" y1="{y(value):.1f}" x2="{WIDTH - PAD}" y2="{y(value):.1f}" '
             f'stroke="{"#999" if value == 0 else "#e5e7eb"}"/>'
-            f'<text class="y-tick" x="{PAD - 6}" y="{y(value) + 4:.1f}" '
+            f'<text class="y-tick" x="{LEFT - 6}" y="{y(value) + 4:.1f}" '
             f'text-anchor="end">{value:,}</text>'
         )
     for n, (name, values) in enumerate(series.items()):
@@ -296,17 +363,31 @@ def _lines(labels: Sequence[str], series: dict[str, Sequence[int]]) -> str:
                 f'<circle cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="4" '
                 f'fill="{colour}"><title>{name}</title></circle>'
             )
-        left = PAD + n * 140
+        left = LEFT + n * 140
         parts.append(
             f'<rect x="{left}" y="8" width="10" height="10" fill="{colour}"/>'
             f'<text x="{left + 14}" y="17">{name}</text>'
         )
-    for i in sorted({0, last // 2, last}):
+    for i in month_ticks(labels):
         parts.append(
-            f'<text x="{x(i):.1f}" y="{HEIGHT - PAD + 16}" '
+            f'<line x1="{x(i):.1f}" y1="{HEIGHT - PAD}" x2="{x(i):.1f}" '
+            f'y2="{HEIGHT - PAD + 4}" stroke="#999"/>'
+            f'<text class="x-tick" x="{x(i):.1f}" y="{HEIGHT - PAD + 16}" '
             f'text-anchor="middle">{html.escape(labels[i])}</text>'
         )
+    parts.append(_axis_titles("month (YYYY-MM)", y_title))
     return _svg("".join(parts), "monthly counts")
+
+
+def _axis_titles(x_title: str, y_title: str) -> str:
+    """The x-axis' title under its labels, the y-axis' turned up along its left edge."""
+    middle = (HEIGHT - PAD + PAD) / 2
+    return (
+        f'<text class="axis-title x-title" x="{(LEFT + WIDTH - PAD) / 2:.1f}" '
+        f'y="{HEIGHT - 6}" text-anchor="middle">{html.escape(x_title)}</text>'
+        f'<text class="axis-title y-title" x="14" y="{middle:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {middle:.1f})">{html.escape(y_title)}</text>'
+    )
 
 
 def _svg(body: str, label: str) -> str:
@@ -316,17 +397,32 @@ def _svg(body: str, label: str) -> str:
     )
 
 
-def _table(report: Report, name: str, con, sql: str) -> str:
+def _table(report: Report, name: str, noun: tuple[str, str], con, sql: str) -> tuple[str, str]:
+    """A table of the first rows of view `name` that `sql` selects, and a note of how
+    many of the view's rows it lists (`noun`: what a row is, singular and plural)."""
     cursor = con.execute(sql)
     columns = [d[0] for d in cursor.description]
     rows = [[html.escape(str(v)) for v in row] for row in cursor.fetchall()]
     report.tables[name] = len(rows)
-    return _grid(columns, rows)
+    return _grid(columns, rows), _listed(report, name, noun, con)
 
 
-def _items(report: Report, name: str, con, hosts: dict[str, str | None], sql: str) -> str:
-    """A table of issues or pull requests whose handles link to their pages. `sql`
-    selects repo and url first (used for the link, not shown), then the handle."""
+def _listed(report: Report, name: str, noun: tuple[str, str], con) -> str:
+    """'15 of 47 …' when the list of view `name` was cut, 'all 3 …' when it was not."""
+    (total,) = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+    report.totals[name] = total
+    shown = report.tables[name]
+    if shown < total:
+        return f"{shown:,} of {_count(total, noun)}"
+    return f"all {_count(total, noun)}" if total > 1 else _count(total, noun)
+
+
+def _items(
+    report: Report, name: str, noun: tuple[str, str], con, hosts: dict[str, str | None], sql: str
+) -> tuple[str, str]:
+    """A table of issues or pull requests whose handles link to their pages, and a note
+    of how many of view `name`'s rows it lists. `sql` selects repo and url first (used
+    for the link, not shown), then the handle."""
     cursor = con.execute(sql)
     columns = [d[0] for d in cursor.description][2:]
     rows = []
@@ -338,7 +434,7 @@ def _items(report: Report, name: str, con, hosts: dict[str, str | None], sql: st
             report.links += 1
         rows.append([cell, *(html.escape(str(v)) for v in rest)])
     report.tables[name] = len(rows)
-    return _grid(columns, rows, kind="items")
+    return _grid(columns, rows, kind="items"), _listed(report, name, noun, con)
 
 
 def _link(url: str | None, own_host: str | None) -> str | None:
