@@ -85,10 +85,38 @@ def test_unknown_command_is_a_usage_error(run):
     assert "No such command 'frobnicate'" in result.stderr
 
 
-def test_every_readme_env_variable_is_read_by_the_code():
-    source = "\n".join(p.read_text() for p in (ROOT / "src" / "ghindex").rglob("*.py"))
-    for variable in set(re.findall(r"`(GHINDEX_[A-Z_]+|GITHUB_TOKEN|GH_TOKEN)`", README)):
-        assert f'"{variable}"' in source, variable
+def test_the_readme_table_lists_every_declared_environment_setting():
+    """config.ENVIRONMENT is the one table of GHINDEX_* settings: the README's table of
+    variables lists each a user may set, and no other."""
+    from ghindex.config import ENVIRONMENT
+
+    table = README.split("| variable | `ghindex.toml` key |", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`(GHINDEX_[A-Z_]+)`", table))
+    declared = {name for name, v in ENVIRONMENT.items() if not v.internal}
+    assert listed == declared, (sorted(listed - declared), sorted(declared - listed))
+    for name in declared:  # each default as the table states it
+        default = ENVIRONMENT[name].default
+        if default is None:
+            continue
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        row = next(line for line in table.splitlines() if f"`{name}`" in line)
+        assert f"`{shown}`" in row.rsplit("|", 2)[1], (name, shown, row)
+    mentioned = set(re.findall(r"`(GHINDEX_[A-Z_]+)", README))
+    assert mentioned <= set(ENVIRONMENT), sorted(mentioned - set(ENVIRONMENT))
+
+
+def test_every_environment_setting_the_code_names_is_declared_and_read_in_one_place():
+    from ghindex.config import ENVIRONMENT
+
+    package = ROOT / "src" / "ghindex"
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        named = set(re.findall(r"[\"'](GHINDEX_[A-Z_]+)[\"']", text))
+        assert named <= set(ENVIRONMENT), (path.name, sorted(named - set(ENVIRONMENT)))
+        if path.name != "config.py":
+            assert not re.search(r"(?:environ\.get|environ\[|getenv)\(?\s*[\"']GHINDEX_", text), (
+                f"{path.relative_to(package)} reads a GHINDEX_ variable itself: use config.env"
+            )
 
 
 def test_click_parses_documented_commands_strictly():

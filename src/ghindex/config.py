@@ -8,12 +8,14 @@ point a whole run at a temporary directory.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 from ghindex.errors import ConfigError
 from ghindex.vocabulary.layout import SnapshotFiles
@@ -37,27 +39,134 @@ DEFAULT_SYNC_INTERVAL = 60.0  # seconds between `serve --store` checks of the st
 CONFIG_FILE = "ghindex.toml"
 STORES_CACHE = "stores"  # in cache_dir(): the copies reading commands pull (store_cache)
 
-# TOML key -> environment variable. A key absent here is an error in the file.
-_ENV_FOR_KEY = {
-    "workdir": "GHINDEX_WORKDIR",
-    "graphql_url": "GHINDEX_GRAPHQL_URL",
-    "store": "GHINDEX_STORE",
-    "model": "GHINDEX_MODEL",
-    "precision": "GHINDEX_PRECISION",
-    "device": "GHINDEX_DEVICE",
-    "max_wait": "GHINDEX_MAX_WAIT",
-    "repos": None,
-    "orgs": None,
-    "include": None,
-    "exclude": None,
-    "archived": None,
-    "forks": None,
-    "keep": None,
-    "min_comment_chars": None,
-    "index_bots": None,
-    "skip_types": "GHINDEX_SKIP_TYPES",
-    "redact": None,
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment setting: its name, the kind of value it holds (what `env` reads it
+    as), its default (None: none, or one worked out where it is used), what it means, and
+    its `ghindex.toml` key when the file may set it too. `internal`: a hook for tests and
+    benchmarks, not a user's setting (the README's table lists every other one)."""
+
+    name: str
+    kind: str  # text | path | secret | choice | whole | seconds | seconds_or_off
+    default: object
+    meaning: str
+    key: str | None = None
+    least: float = 0
+    most: float | None = None
+    choices: tuple[str, ...] = ()
+    internal: bool = False
+
+
+# Every GHINDEX_* variable ghindex reads: declared once, read through `env` (or, for
+# those with a TOML key, `load_settings`); tests/test_docs.py holds the README to it.
+ENVIRONMENT = {
+    v.name: v
+    for v in (
+        Variable("GHINDEX_WORKDIR", "path", DEFAULT_WORKDIR, "local build directory", "workdir"),
+        Variable(
+            "GHINDEX_GRAPHQL_URL", "text", DEFAULT_GRAPHQL_URL, "GraphQL endpoint", "graphql_url"
+        ),
+        Variable("GHINDEX_STORE", "text", None, "snapshot store URL", "store"),
+        Variable("GHINDEX_MODEL", "text", DEFAULT_MODEL, "embedding model", "model"),
+        Variable("GHINDEX_PRECISION", "choice", None, "vectors a build makes", "precision"),
+        Variable("GHINDEX_DEVICE", "choice", DEFAULT_DEVICE, "where a build embeds", "device"),
+        Variable("GHINDEX_MAX_WAIT", "seconds", DEFAULT_MAX_WAIT, "rate-limit wait", "max_wait"),
+        Variable("GHINDEX_SKIP_TYPES", "text", None, "types not indexed", "skip_types"),
+        Variable("GHINDEX_CACHE_DIR", "path", None, "what ghindex can make again"),
+        Variable("GHINDEX_ENCODER", "choice", "onnx", "how to embed", choices=("onnx", "torch")),
+        Variable("GHINDEX_RERANK_MODEL", "text", None, "cross-encoder for --rerank"),
+        Variable("GHINDEX_MCP_TOKEN", "secret", None, "bearer token of an HTTP server"),
+        Variable(
+            "GHINDEX_MCP_MAX_TOKENS",
+            "whole",
+            8_000,
+            "tokens in one MCP answer",
+            least=1_000,
+            most=20_000,
+        ),
+        Variable("GHINDEX_SQL_MEMORY_MB", "whole", 512, "memory of a statement", least=1),
+        Variable("GHINDEX_SQL_MAX_BYTES", "whole", 1_000_000, "bytes of an answer", least=1),
+        Variable("GHINDEX_SQL_THREADS", "whole", 1, "cores of a statement", least=1),
+        Variable("GHINDEX_SQL_TEMP_MB", "whole", 256, "temporary disk of one", least=1),
+        Variable("GHINDEX_HTTP_RETRIES", "whole", 3, "retries of a failed request"),
+        Variable("GHINDEX_RETRY_BASE_SECONDS", "seconds", 1.0, "first backoff delay"),
+        Variable("GHINDEX_HTTP_DEADLINE", "seconds", None, "longest request, in all"),
+        Variable("GHINDEX_HTTP_MAX_MB", "whole", 64, "largest answer, decompressed", least=1),
+        Variable("GHINDEX_PROGRESS_SECONDS", "seconds_or_off", 10.0, "progress line interval"),
+        Variable("GHINDEX_FAULT_TRACE", "path", None, "steps a test may kill at", internal=True),
+        Variable("GHINDEX_FAULT_KILL_AT", "whole", None, "step to kill at", internal=True),
+    )
 }
+
+# TOML key -> environment variable (None: the file only). A key absent here is an error
+# in the file.
+_TOML_ONLY = ("repos", "orgs", "include", "exclude", "archived", "forks", "keep")
+_TOML_ONLY += ("min_comment_chars", "index_bots", "redact")
+_ENV_FOR_KEY: dict[str, str | None] = {
+    **{v.key: v.name for v in ENVIRONMENT.values() if v.key},
+    **dict.fromkeys(_TOML_ONLY),
+}
+
+
+def env(name: str) -> Any:
+    """The environment variable `name` (declared in ENVIRONMENT) as its kind reads it:
+    its default when unset or blank; a value its kind refuses is one line naming it."""
+    variable = ENVIRONMENT[name]
+    raw = os.environ.get(name, "")
+    text = raw.strip()
+    if not text:
+        return variable.default
+    kind = variable.kind
+    if kind in ("text", "secret"):
+        return raw if kind == "secret" else text
+    if kind == "path":
+        return Path(text).expanduser()
+    if kind == "choice":
+        choice = text.lower()
+        if variable.choices and choice not in variable.choices:
+            raise ConfigError(
+                f"{name} must be one of {', '.join(variable.choices)}, not {_shown(text)}"
+            )
+        return choice
+    if kind == "seconds_or_off" and text.lower() == "off":
+        return None
+    if kind in ("seconds", "seconds_or_off"):
+        return _env_seconds(variable, text, kind == "seconds_or_off")
+    return _env_whole(variable, text)
+
+
+def _env_whole(variable: Variable, text: str) -> int:
+    most = variable.most
+    number = int(text) if text.isdigit() and len(text) < 19 else None
+    if number is None or number < variable.least or (most is not None and number > most):
+        span = (
+            f"from {variable.least:,.0f} to {most:,.0f}"
+            if most is not None
+            else f"of at least {variable.least:,.0f}"
+        )
+        raise ConfigError(f"{variable.name} must be a whole number {span}, not {_shown(text)}")
+    return number
+
+
+def _env_seconds(variable: Variable, text: str, off: bool) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not number >= variable.least or math.isinf(number):  # also refuses nan
+        also = " or off" if off else ""
+        raise ConfigError(
+            f"{variable.name} must be a number of seconds ({variable.least:g} or more){also}, "
+            f"not {_shown(text)}"
+        )
+    return number
+
+
+def _shown(text: str) -> str:
+    return repr(text[:40] + ("…" if len(text) > 40 else ""))
+
+
 _SECRET_KEYS = {"token", "github_token", "gh_token", "password", "secret"}
 _REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 
@@ -223,9 +332,9 @@ def cache_dir() -> Path:
     """Where ghindex keeps what it can make again (the ONNX export of the model, the
     secret detector's compiled rules, the copies reading commands pull from a store):
     GHINDEX_CACHE_DIR, else $XDG_CACHE_HOME/ghindex, default ~/.cache/ghindex."""
-    given = os.environ.get("GHINDEX_CACHE_DIR")
-    if given:
-        return Path(given).expanduser()
+    given = env("GHINDEX_CACHE_DIR")
+    if given is not None:
+        return given
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ghindex"
 

@@ -11,8 +11,6 @@ every step; `off` shows no progress at all.
 
 from __future__ import annotations
 
-import math
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,10 +19,9 @@ from typing import Any
 import click
 
 from ghindex.cli.terminal import visible
-from ghindex.errors import ConfigError
+from ghindex.config import env
 from ghindex.progress import RATE_AFTER, Progress, Task, duration
 
-EVERY = 10.0  # seconds between status lines when stderr is not a terminal
 ENV = "GHINDEX_PROGRESS_SECONDS"
 
 
@@ -42,19 +39,8 @@ def on_stderr(live: bool = True) -> Progress:
 
 
 def seconds_between_lines() -> float | None:
-    """GHINDEX_PROGRESS_SECONDS: seconds (default EVERY), or None for `off`."""
-    given = os.environ.get(ENV, "").strip()
-    if not given:
-        return EVERY
-    if given.lower() == "off":
-        return None
-    try:
-        every = float(given)
-    except ValueError:
-        every = math.nan
-    if not every >= 0:  # also refuses nan
-        raise ConfigError(f"{ENV} must be a number of seconds (0 or more) or off, not {given!r}")
-    return every
+    """GHINDEX_PROGRESS_SECONDS: seconds (10 by default), or None for `off`."""
+    return env(ENV)
 
 
 class StatusLines(Progress):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import click
 
 from ghindex.cli.base import Context, cli, workdir_root
 from ghindex.cli.terminal import say
-from ghindex.config import DEFAULT_SYNC_INTERVAL
+from ghindex.config import DEFAULT_SYNC_INTERVAL, env
 
 # Said on stderr when stdin is a terminal: someone typed `ghindex serve` to try it.
 WAITING = (
@@ -96,7 +95,7 @@ def serve(
 
     if store and snapshot:
         raise click.UsageError("give --snapshot or --store, not both")
-    token = os.environ.get("GHINDEX_MCP_TOKEN") or None
+    token = env("GHINDEX_MCP_TOKEN") or None
     if transport == "http":
         check_binding(host, token)
     settings = obj.settings(store=store)

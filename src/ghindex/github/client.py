@@ -51,8 +51,6 @@ the waits themselves in `github/ratelimit.py`, the reading of GitHub's errors in
 from __future__ import annotations
 
 import logging
-import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -67,6 +65,7 @@ from gql.transport.exceptions import TransportQueryError
 from graphql import DocumentNode, OperationDefinitionNode, value_from_ast_untyped
 
 from ghindex import __version__
+from ghindex.config import env
 from ghindex.errors import ConfigError, GitHubError, RateLimited
 from ghindex.github.answers import (
     NOT_ACCESSIBLE,
@@ -155,8 +154,8 @@ class GraphQLClient(RateLimitBudget):
         self.url = url
         self.timeout = timeout
         self.max_wait = max_wait
-        self.max_retries = _int_env("GHINDEX_HTTP_RETRIES", 3)
-        self.retry_base = _float_env("GHINDEX_RETRY_BASE_SECONDS", 1.0)
+        self.max_retries = env("GHINDEX_HTTP_RETRIES")
+        self.retry_base = env("GHINDEX_RETRY_BASE_SECONDS")
         self._token = token
         self._shown_url = _shown(url)
         self._sleep = sleep
@@ -175,8 +174,8 @@ class GraphQLClient(RateLimitBudget):
         self._reset: float | None = None
         self.requests = 0
         self.repaired_texts = 0  # strings with invalid code points made valid
-        self.deadline = _float_env("GHINDEX_HTTP_DEADLINE", max(2 * timeout, 120.0))
-        self.max_answer = _int_env("GHINDEX_HTTP_MAX_MB", 64) * 2**20
+        self.deadline = env("GHINDEX_HTTP_DEADLINE") or max(2 * timeout, 120.0)
+        self.max_answer = env("GHINDEX_HTTP_MAX_MB") * 2**20
         self.retries = 0
         self.smaller_pages = 0
         self.cost = 0
@@ -417,26 +416,3 @@ def _shown(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _int_env(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    try:
-        return max(0, int(value))
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
-
-
-def _float_env(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number >= 0 or math.isinf(number):
-        raise ConfigError(f"{name} must be a number of seconds, not {value!r}")
-    return number

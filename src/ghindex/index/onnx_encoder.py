@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS, cache_dir
+from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS, cache_dir, env
 from ghindex.errors import ConfigError, IndexUnusable, first_line
 from ghindex.index.embed import Embedder, canonical_model_name, model_source
 
@@ -46,7 +46,6 @@ MODEL_FILE = "model.onnx"
 INT8_FILE = "model-int8.onnx"  # MODEL_FILE quantised (`quantise`), made at first use
 TOKENIZER_FILE = "tokenizer.json"
 META_FILE = "meta.json"
-ENCODERS = ("onnx", "torch")
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
 QUERY_THREADS = 4  # a query is one short text: more threads only contend with the server
@@ -423,10 +422,7 @@ def new_index_precision(model: str, device: str | None = None) -> str:
 
 def encoder_choice() -> str:
     """GHINDEX_ENCODER: `onnx` (the default) or `torch`."""
-    choice = os.environ.get("GHINDEX_ENCODER", "onnx").strip().lower() or "onnx"
-    if choice not in ENCODERS:
-        raise ConfigError(f"GHINDEX_ENCODER must be one of {', '.join(ENCODERS)}, not {choice!r}")
-    return choice
+    return env("GHINDEX_ENCODER")
 
 
 def _ort_providers() -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ghindex.config import env
 from ghindex.errors import RerankUnavailable, first_line
 
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def rerank_model_name(name: str | None = None) -> str:
     """The model to use: `name`, else GHINDEX_RERANK_MODEL, else the default."""
-    return name or os.environ.get("GHINDEX_RERANK_MODEL") or DEFAULT_RERANK_MODEL
+    return name or env("GHINDEX_RERANK_MODEL") or DEFAULT_RERANK_MODEL
 
 
 class Reranker:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import decimal
 import json
-import os
 import re
 import threading
 import time
@@ -30,13 +29,12 @@ from typing import Any
 
 import duckdb
 
-from ghindex.errors import ConfigError, GhindexError, StateError, first_line
+from ghindex.config import env
+from ghindex.errors import GhindexError, StateError, first_line
 from ghindex.state.database import check_schema, damaged, no_state
 from ghindex.vocabulary.layout import STATE_FILE
 
 TIMEOUT = 10.0
-MEMORY_MB = 512
-MAX_BYTES = 1_000_000
 _BATCH = 64  # rows read and converted at a time
 _SANDBOX = {  # no files, no network, no extensions
     "enable_external_access": False,
@@ -96,8 +94,8 @@ def connect(
     # Another connection of this process to the same file shares its database, and
     # may have locked the configuration already: setting it again would fail.
     if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-        memory = setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
-        threads = setting("GHINDEX_SQL_THREADS", 1)
+        memory = env("GHINDEX_SQL_MEMORY_MB")
+        threads = env("GHINDEX_SQL_THREADS")
         con.execute(f"SET memory_limit = '{memory}MB'")
         con.execute("SET enable_progress_bar = false")
         # one core for SQL, the rest for everything else a server answers meanwhile
@@ -110,15 +108,6 @@ def connect(
             con.close()
             raise
     return con
-
-
-def setting(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"{name} must be a whole number above 0, not {value!r}")
-    return int(value)
 
 
 def database_path(con: duckdb.DuckDBPyConnection) -> str:
@@ -143,7 +132,7 @@ def run_on(
     `offset` on, at most `max_rows`. Paths in `hidden`, the database's folder and the
     home directory never appear in an answer or an error. `max_bytes`: a smaller cap on
     the answer's JSON than `GHINDEX_SQL_MAX_BYTES`."""
-    cap = setting("GHINDEX_SQL_MAX_BYTES", MAX_BYTES)
+    cap = env("GHINDEX_SQL_MAX_BYTES")
     max_bytes = min(max_bytes, cap) if max_bytes else cap
     # where the file lives is nobody's business: answers name it by its file name
     hide = _hider(database_path(con), hidden)
@@ -196,7 +185,7 @@ def run_on(
                 "query: needs more temporary disk than its limit (GHINDEX_SQL_TEMP_MB): "
                 "group or sort fewer rows"
             ) from None
-        raise GhindexError(too_big(setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB))) from None
+        raise GhindexError(too_big(env("GHINDEX_SQL_MEMORY_MB"))) from None
     except duckdb.Error as exc:
         broken = damaged(exc, Path(STATE_FILE))  # a block the statement read is damaged
         if broken is not None:

@@ -26,10 +26,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ghindex.config import env
 from ghindex.errors import GhindexError
-from ghindex.query.sql import MEMORY_MB, Result, connect, run_on, setting, too_big
+from ghindex.query.sql import Result, connect, run_on, too_big
 
-TEMP_MB = 256  # GHINDEX_SQL_TEMP_MB: what one statement may spill to disk
 _GRACE = 5.0  # seconds beyond the time limit for the child to start and answer
 _SLACK_MB = 256  # address space beyond DuckDB's memory limit (Python, results, stacks)
 
@@ -45,7 +45,7 @@ def run(
 ) -> Any:
     """`sql.Result` of `query` over the state database at `path` (read-only, with the
     temporary `views` a held connection uses), run in a child process."""
-    memory = setting("GHINDEX_SQL_MEMORY_MB", MEMORY_MB)
+    memory = env("GHINDEX_SQL_MEMORY_MB")
     temp = Path(tempfile.mkdtemp(prefix="ghindex-sql-"))
     request = {
         "path": str(path),
@@ -57,7 +57,7 @@ def run(
         "timeout": timeout,
         "memory_mb": memory,
         "temp": str(temp),
-        "temp_mb": setting("GHINDEX_SQL_TEMP_MB", TEMP_MB),
+        "temp_mb": env("GHINDEX_SQL_TEMP_MB"),
     }
     try:
         done = subprocess.run(

@@ -11,30 +11,21 @@ to ask for the rest.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pydantic_core
 
-from ghindex.errors import ConfigError
+from ghindex.config import ENVIRONMENT, env
 from ghindex.query.context import tokens
 
-DEFAULT_TOKENS = 8_000
-MOST_TOKENS = 20_000
-LEAST_TOKENS = 1_000
+_SETTING = ENVIRONMENT["GHINDEX_MCP_MAX_TOKENS"]
+DEFAULT_TOKENS = int(_SETTING.default)  # type: ignore[call-overload]
+MOST_TOKENS = int(_SETTING.most or 0)
 
 
 def budget() -> int:
     """The answer budget in tokens (`GHINDEX_MCP_MAX_TOKENS`)."""
-    text = os.environ.get("GHINDEX_MCP_MAX_TOKENS", "").strip()
-    if not text:
-        return DEFAULT_TOKENS
-    if not text.isdigit() or not LEAST_TOKENS <= int(text) <= MOST_TOKENS:
-        raise ConfigError(
-            f"GHINDEX_MCP_MAX_TOKENS must be a whole number from {LEAST_TOKENS:,} to "
-            f"{MOST_TOKENS:,}, not {text[:20]!r}"
-        )
-    return int(text)
+    return env("GHINDEX_MCP_MAX_TOKENS")
 
 
 def cost(body: Any) -> int:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ghindex.config import env
 from ghindex.errors import SnapshotError
 from ghindex.vocabulary.layout import (
     CURRENT,
@@ -94,15 +95,15 @@ _steps = [0]
 def step(label: str) -> None:
     """A point where a test may kill this process (GHINDEX_FAULT_KILL_AT=N kills at the
     Nth step; GHINDEX_FAULT_TRACE=FILE lists the steps). Does nothing otherwise."""
-    trace = os.environ.get("GHINDEX_FAULT_TRACE")
-    kill_at = os.environ.get("GHINDEX_FAULT_KILL_AT")
+    trace = env("GHINDEX_FAULT_TRACE")
+    kill_at = env("GHINDEX_FAULT_KILL_AT")
     if not trace and not kill_at:
         return
     _steps[0] += 1
     if trace:
         with open(trace, "a", encoding="utf-8") as out:
             out.write(f"{_steps[0]} {label}\n")
-    if kill_at and int(kill_at) == _steps[0]:
+    if kill_at == _steps[0]:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
