@@ -8,19 +8,28 @@ import os
 import shutil
 import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ghindex.cli import cli
 from ghindex.github.client import GraphQLClient
+from testkit import machine_cache
 from testkit.github_server import GitHubServer, issue_node
 
 _ENV_PREFIXES = ("GHINDEX_", "GITHUB_TOKEN", "GH_TOKEN")
-# One ONNX export of the query encoder for the whole run, never in the user's home.
+# One cache for the whole run, never the user's: seeded with the ONNX export and the
+# compiled secret rules an earlier run on this machine kept (testkit/machine_cache.py).
 EXPORT_CACHE = tempfile.mkdtemp(prefix="ghindex-test-cache-")
 os.environ["GHINDEX_CACHE_DIR"] = EXPORT_CACHE
 atexit.register(shutil.rmtree, EXPORT_CACHE, ignore_errors=True)
+machine_cache.seed(Path(EXPORT_CACHE))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Keep what this run made for the next one on this machine."""
+    machine_cache.keep(Path(EXPORT_CACHE))
 
 
 @pytest.fixture(autouse=True)
