@@ -21,6 +21,7 @@ from ghindex.index.build import build
 from ghindex.index.merge import merge
 from ghindex.progress import BYTES, Progress
 from ghindex.snapshot import Store, publish, pull
+from testkit.embedders import HashEmbedder, hash_factory
 from testkit.github_server import issue_node, parse_time, pull_request_node
 from testkit.state import built_workdir, settings_for, store_issues
 
@@ -290,19 +291,20 @@ def test_a_rate_limit_wait_is_a_task_naming_the_reset(three_issues, monkeypatch)
 # ------------------------------------------------------------- build, publish, pull
 
 
-@pytest.mark.slow  # embeds for real
 def test_build_counts_every_row_it_embeds_and_none_it_finds_cached(isolated):
     settings = settings_for(isolated / "w")
     store_issues(settings, [issue_node(n, body=f"Body of issue {n}.") for n in (1, 2, 3)])
     first, second = Recorder(), Recorder()
+    embedder = HashEmbedder()  # counting needs no meaning: no model is loaded
 
-    report = build(settings, progress=first)
-    again = build(settings, progress=second)
+    report = build(settings, progress=first, embedder_factory=hash_factory(embedder))
+    again = build(settings, progress=second, embedder_factory=hash_factory(embedder))
 
     [embedding] = first.named("build")
     assert (embedding.unit, embedding.total, embedding.done) == ("rows", 3, 3)
     assert report.embedded == 3 and embedding.closed
     assert (again.embedded, second.named("build")) == (0, [])
+    assert sum(embedder.calls) == 3  # the second build embedded nothing
 
 
 @pytest.mark.slow  # embeds for real
