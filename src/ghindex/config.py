@@ -115,11 +115,13 @@ def env(name: str) -> Any:
     variable = ENVIRONMENT[name]
     raw = os.environ.get(name, "")
     text = raw.strip()
+    kind = variable.kind
+    if kind == "secret":  # as given: a blank one is a weak secret, refused where it is used
+        return raw or variable.default
     if not text:
         return variable.default
-    kind = variable.kind
-    if kind in ("text", "secret"):
-        return raw if kind == "secret" else text
+    if kind == "text":
+        return text
     if kind == "path":
         return Path(text).expanduser()
     if kind == "choice":
