@@ -209,3 +209,36 @@ def audit_text(report: AuditReport) -> list[str]:
         lines.append(f"  … the first {LISTED:,} listed; the counts cover all")
     lines.append("to replace them: run `ghindex update` (or fetch and build) and publish again")
     return [visible(line) for line in lines]
+
+
+_SURFACES = {"github": ("from GitHub", "fetched"), "git": ("from git sources", "read")}
+
+
+def redaction_text(redaction: dict[str, Any]) -> str:
+    """The `status` line on secret redaction (README, "Security"): which rules the stored
+    text went through, per writer, and how many values they replaced, per kind."""
+    by_rules: dict[str, list[str]] = {}
+    unread = []
+    for source, rules in redaction.get("rules", {}).items():
+        where, verb = _SURFACES.get(source, (f"from {source}", "stored"))
+        if rules is None:
+            unread.append(f"nothing {where} {verb} yet")
+        else:
+            by_rules.setdefault(rules, []).append(f"text {where}")
+    parts = [
+        (
+            f"off ({' and '.join(texts)} kept raw: redact = false)"
+            if rules == "off"
+            else f"rules {rules} ({' and '.join(texts)})"
+        )
+        for rules, texts in by_rules.items()
+    ]
+    kinds = redaction.get("redacted") or {}
+    total = sum(kinds.values())
+    found = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    replaced = (
+        f"{total} value{'s' if total != 1 else ''} replaced by [redacted:<kind>] ({found})"
+        if total
+        else "no values replaced"
+    )
+    return "secret redaction: " + "; ".join([*parts, *unread, replaced])

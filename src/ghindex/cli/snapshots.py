@@ -19,7 +19,7 @@ from ghindex.cli.base import (
     wiki_option,
     workdir_root,
 )
-from ghindex.cli.output import emit_json, progress, say, visible
+from ghindex.cli.output import emit_json, progress, redaction_text, say, visible
 from ghindex.progress import size_text
 
 store_option = click.option(
@@ -222,9 +222,20 @@ def gc(
     if as_json:
         emit_json(report.as_dict())
         return
-    say(
-        f"kept {len(report.kept)} snapshots, removed {len(report.removed)} and "
-        f"{report.blobs_removed} blobs ({report.bytes_removed:,} bytes)"
+    say(gc_text(report))
+
+
+def gc_text(report) -> str:
+    """What `ghindex gc` prints: what it kept and exactly what it removed."""
+
+    def snapshots(ids: list[str]) -> str:
+        noun = "snapshot" if len(ids) == 1 else "snapshots"
+        return f"{len(ids)} {noun}" + (f" ({', '.join(ids)})" if ids else "")
+
+    blobs = "blob" if report.blobs_removed == 1 else "blobs"
+    return (
+        f"kept {snapshots(report.kept)}; removed {snapshots(report.removed)} and "
+        f"{report.blobs_removed} unused {blobs} ({size_text(report.bytes_removed)})"
     )
 
 
@@ -334,15 +345,8 @@ def status_text(summary: dict) -> str:
         lines.append(f"checked   {_checked(summary['checked'])}")
     for kind, count in sorted(summary["counts"].items()):
         lines.append(f"  {kind:<20} {count:>8,}")
-    redaction = summary.get("redaction") or {}
-    if redaction:
-        rules = ", ".join(
-            f"{k} text {v or 'none stored yet'}" for k, v in redaction["rules"].items()
-        )
-        kinds = redaction["redacted"]
-        found = ", ".join(f"{k} {n}" for k, n in kinds.items())
-        total = f"{sum(kinds.values())} ({found})" if kinds else "none"
-        lines.append(f"redaction rules: {rules}; secrets replaced: {total}")
+    if summary.get("redaction"):
+        lines.append(redaction_text(summary["redaction"]))
     for repo, info in sorted(summary["repos"].items()):
         lines.append(f"  {repo}: {_cursors(info.get('cursors') or {})}")
         lines += [f"    {line}" for line in _fetch_health(info.get("fetch") or {})]

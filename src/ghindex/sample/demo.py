@@ -19,7 +19,7 @@ from ghindex.config import Settings
 from ghindex.index.build import BuildReport, build
 from ghindex.progress import Progress
 from ghindex.query.search import Filters, Searcher, SearchResponse
-from ghindex.state import cursors, items
+from ghindex.state import cursors, items, redact, redaction
 from ghindex.state.database import open_state, transaction
 from ghindex.state.rows import newest_update
 
@@ -74,18 +74,21 @@ def load_sample(settings: Settings) -> tuple[int, int, int]:
     con = open_state(settings.state_path)
     repos = issues = pulls = 0
     try:
-        for record in sample_records():
-            with transaction(con):
-                repo = items.save_repository(con, record["repository"])
-                issues += items.save_issues(con, repo, record["issues"])
-                pulls += items.save_pull_requests(con, repo, record["pullRequests"])
-                items.save_discussions(con, repo, record.get("discussions", []))
-                items.replace_releases(con, repo, record.get("releases", []))
-                for surface, key in SURFACES:
-                    nodes = record.get(key, [])
-                    mark = newest_update(nodes)
-                    cursors.set_high_water_mark(con, repo, surface, mark, len(nodes))
-            repos += 1
+        with redact.tally(settings.redact):  # as a fetch stores GitHub's text
+            for record in sample_records():
+                with transaction(con):
+                    repo = items.save_repository(con, record["repository"])
+                    issues += items.save_issues(con, repo, record["issues"])
+                    pulls += items.save_pull_requests(con, repo, record["pullRequests"])
+                    items.save_discussions(con, repo, record.get("discussions", []))
+                    items.replace_releases(con, repo, record.get("releases", []))
+                    for surface, key in SURFACES:
+                        nodes = record.get(key, [])
+                        mark = newest_update(nodes)
+                        cursors.set_high_water_mark(con, repo, surface, mark, len(nodes))
+                repos += 1
+        with transaction(con):  # its text went through the rules a fetch applies
+            redaction.record(con, "github", settings.redact)
     finally:
         con.close()
     return repos, issues, pulls

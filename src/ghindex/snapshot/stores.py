@@ -159,6 +159,19 @@ class Store:
             return
         except Exception as exc:
             raise self._error("delete", path, exc) from cause(exc)
+        if self.local_root is not None:
+            self._prune_empty(path)
+
+    def _prune_empty(self, path: str) -> None:
+        """A local store has directories an object store does not: remove those the
+        delete left empty (`snapshots/<id>/`), up to the store's root, never the root."""
+        folder = (self.local_root / path).parent
+        while folder != self.local_root and folder.is_relative_to(self.local_root):
+            try:
+                folder.rmdir()  # only an empty directory; a publish may be adding to it
+            except OSError:
+                return
+            folder = folder.parent
 
     def _error(self, action: str, path: str, exc: Exception) -> SnapshotError:
         text = str(exc)
