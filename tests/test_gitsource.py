@@ -742,7 +742,7 @@ def test_parse_remote_url(url, expected):
 
 def test_repo_from_remote(tmp_path):
     repo = Repo(tmp_path / "r")
-    with pytest.raises(ConfigError, match="it has no remote 'origin'; pass the repository"):
+    with pytest.raises(ConfigError, match="it has no remote 'origin': give the repository with --repo"):
         repo_from_remote(repo.path)
     repo.git("remote", "add", "origin", "https://user:hunter2@example.com/a/b/c.git")
     with pytest.raises(ConfigError, match=r"remote URL https://\*\*\*@example.com/a/b/c.git"):
@@ -788,7 +788,7 @@ def test_build_says_when_a_clone_has_no_known_remote(project, run):
 
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: cannot tell which repository {project.path}")
-    assert result.stderr.endswith("pass the repository as owner/name\n")
+    assert result.stderr.endswith("give the repository with --repo owner/name\n")
 
 
 @pytest.mark.slow

@@ -316,10 +316,13 @@ def demo_root(settings: Settings) -> Path | None:
     """The snapshot `ghindex demo` built in WORKDIR/demo, when WORKDIR holds no fetch,
     build or pull of its own: then the commands read it, so those the demo suggests work
     as typed. The demo never writes outside WORKDIR/demo, and real data always wins."""
-    from ghindex.snapshot.layout import MANIFEST, SNAPSHOT_NAMES
-    from ghindex.snapshot.local import live_root
+    from ghindex.state.database import holds_data
+    from ghindex.vocabulary.layout import MANIFEST, STATE_FILE, live_root
 
-    if any((settings.root / name).exists() for name in SNAPSHOT_NAMES):
+    root = settings.root
+    # a build or fetch that failed before storing anything (an empty state.duckdb, an
+    # empty lance/) leaves WORKDIR with no data of its own: the demo's commands still work
+    if (root / MANIFEST).exists() or holds_data(root / STATE_FILE):
         return None
     demo = live_root(settings.workdir / DEMO_DIR)
     return demo if (demo / MANIFEST).exists() else None

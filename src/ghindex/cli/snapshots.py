@@ -52,7 +52,8 @@ def _store(obj: Context, url: str | None):
 @json_option
 @click.pass_obj
 def publish(obj: Context, store: str | None, as_json: bool) -> None:
-    """Publish WORKDIR as a new immutable snapshot; print its id.
+    """Publish WORKDIR as a new immutable snapshot (the demo, while WORKDIR holds
+    nothing of its own, as the reading commands read it); print its id.
 
     Files already in the store are not uploaded again; the store's pointer moves
     last, and only if no other publisher moved it first.
@@ -64,7 +65,8 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
     from ghindex.snapshot import publish as run_publish
 
     settings, target = _store(obj, store)
-    report = run_publish(settings.workdir, target, progress=progress(not as_json))
+    # what the reading commands read: the demo, while WORKDIR holds nothing of its own
+    report = run_publish(workdir_root(settings), target, progress=progress(not as_json))
     if as_json:
         emit_json(report.as_dict())
         return

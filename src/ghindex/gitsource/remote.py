@@ -32,13 +32,14 @@ def repo_from_remote(path: Path, remote: str = "origin") -> RemoteRepo:
     if not url:
         raise ConfigError(
             f"cannot tell which repository {git.path} belongs to: it has no remote "
-            f"{remote!r}; pass the repository as owner/name"
+            f"{remote!r}: give the repository with --repo owner/name"
         )
     found = parse_remote_url(url)
     if found is None:
         raise ConfigError(
             f"cannot tell which repository {git.path} belongs to from its remote URL "
-            f"{_redact(url)}: pass the repository as owner/name"
+            f"{_redact(url)}, which is no GitHub address: give the repository with "
+            "--repo owner/name"
         )
     return found
 

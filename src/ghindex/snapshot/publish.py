@@ -117,8 +117,8 @@ def stage(
     `progress` counts the bytes uploaded of those the store may lack."""
     started = time.perf_counter()
     workdir = live_root(workdir)
+    build_manifest = _build_manifest(workdir)  # before the store is made: a refusal makes none
     store.create()
-    build_manifest = _build_manifest(workdir)
     _checkpoint(workdir / STATE_FILE)
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]
     current = latest_ref(store)

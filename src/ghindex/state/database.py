@@ -242,3 +242,21 @@ def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> 
         with transaction(con):
             con.execute(sql)
             con.execute(f"INSERT INTO {MIGRATION_LOG} VALUES (?, now())", [name])
+
+
+def holds_data(state: Path) -> bool:
+    """Whether a state database holds anything fetched or read from git (False when there
+    is no file). One that cannot be read (busy, damaged, newer) counts as data, so that
+    its own error is what a reader meets."""
+    if not state.exists():
+        return False
+    try:
+        with duckdb.connect(str(state), read_only=True) as con:
+            tables = {name for (name,) in con.execute("SHOW TABLES").fetchall()}
+            return any(
+                con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                for table in ("repos", "docs", "commits")
+                if table in tables
+            )
+    except duckdb.Error:
+        return True
