@@ -82,3 +82,32 @@ def test_a_refused_publish_creates_no_store(run, isolated):
     assert refused.exit_code == 1
     assert "nothing to publish" in refused.stderr
     assert not store.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["path", "file-url"])
+def test_the_python_api_opens_a_directory_store_and_the_demo(after_demo, run, isolated, form):
+    import ghindex.api as gh
+
+    store = isolated / "store"
+    assert run("publish", "--store", str(store)).exit_code == 0
+    location = str(store) if form == "path" else store.as_uri()
+
+    from_store = gh.open(location)
+    from_demo = gh.open(after_demo)  # `.ghindex` right after the demo
+
+    assert [h.entity for h in from_store.scan(k=10)] == [h.entity for h in from_demo.scan(k=10)]
+    assert len(from_demo.scan(k=10)) == 4
+    assert not (isolated / ".ghindex").exists()  # the store's copy is in the user's cache
+
+
+def test_the_python_api_names_a_missing_store_as_typed(isolated):
+    import ghindex.api as gh
+    from ghindex.errors import GhindexError
+
+    missing = (isolated / "no-such-store").as_uri()
+    with pytest.raises(GhindexError) as refused:
+        gh.open(missing)
+    assert str(refused.value) == (
+        f"nothing at {missing}: check the path (a snapshot, a workdir or a store directory)"
+    )

@@ -742,7 +742,7 @@ def test_parse_remote_url(url, expected):
 
 def test_repo_from_remote(tmp_path):
     repo = Repo(tmp_path / "r")
-    with pytest.raises(ConfigError, match="it has no remote 'origin': give the repository with --repo"):
+    with pytest.raises(ConfigError, match="no remote 'origin': give the repository with --repo"):
         repo_from_remote(repo.path)
     repo.git("remote", "add", "origin", "https://user:hunter2@example.com/a/b/c.git")
     with pytest.raises(ConfigError, match=r"remote URL https://\*\*\*@example.com/a/b/c.git"):

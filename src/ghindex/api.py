@@ -2,7 +2,7 @@
 MCP server open.
 
     import ghindex.api as gh
-    snap = gh.open("s3://my-bucket/ghindex")          # or a local snapshot directory
+    snap = gh.open("s3://my-bucket/ghindex")   # or a store directory, a snapshot, ".ghindex"
     snap.sql("SELECT * FROM open_prs_awaiting_review").fetchall()
     for hit in snap.search("flaky test on windows", state="open", k=5):
         print(hit.entity, hit.title)
@@ -93,6 +93,8 @@ class Reader:
 
 
 def open(location: str | Path, *, dest: str | Path | None = None) -> Reader:
-    """A snapshot from a local directory, or the newest one of a store URL (pulled into
-    `dest`, default `.ghindex/snapshot`, downloading only what changed)."""
+    """A snapshot from a local directory (a workdir holding only the demo's: the demo),
+    or the newest one of a store (a URL, `file://` or a directory published to), pulled
+    into `dest` (default: the user's cache, as the CLI's `--store`), downloading only
+    what changed."""
     return Reader(Snapshot.open(location, built=True, dest=dest, state="people"))

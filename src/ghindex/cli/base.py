@@ -15,8 +15,7 @@ from ghindex.cli.output import configure_logging, say
 from ghindex.cli.terminal import shown_safely, visible
 from ghindex.config import DEFAULT_PRECISION, PRECISIONS, Settings, load_settings
 from ghindex.errors import GhindexError, disk_problem
-
-DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
+from ghindex.vocabulary.layout import DEMO_DIR
 
 # Exit statuses of a command Ctrl-C (SIGINT) or SIGTERM stopped, as shells report them.
 INTERRUPTED = 128 + signal.SIGINT
@@ -314,15 +313,7 @@ def workdir_root(settings: Settings) -> Path:
 
 def demo_root(settings: Settings) -> Path | None:
     """The snapshot `ghindex demo` built in WORKDIR/demo, when WORKDIR holds no fetch,
-    build or pull of its own: then the commands read it, so those the demo suggests work
-    as typed. The demo never writes outside WORKDIR/demo, and real data always wins."""
-    from ghindex.state.database import holds_data
-    from ghindex.vocabulary.layout import MANIFEST, STATE_FILE, live_root
+    build or pull of its own (`query.snapshot.demo_in`, the rule every door follows)."""
+    from ghindex.query.snapshot import demo_in
 
-    root = settings.root
-    # a build or fetch that failed before storing anything (an empty state.duckdb, an
-    # empty lance/) leaves WORKDIR with no data of its own: the demo's commands still work
-    if (root / MANIFEST).exists() or holds_data(root / STATE_FILE):
-        return None
-    demo = live_root(settings.workdir / DEMO_DIR)
-    return demo if (demo / MANIFEST).exists() else None
+    return demo_in(settings.workdir)

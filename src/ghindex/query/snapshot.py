@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import duckdb
 
@@ -38,9 +39,11 @@ from ghindex.snapshot.status import age_seconds, created_at
 from ghindex.snapshot.verify import lance_damaged, lance_fault
 from ghindex.state.database import LOCK_WAIT, damaged, no_state
 from ghindex.vocabulary.layout import (
+    DEMO_DIR,
     MANIFEST,
     NOT_BUILT,
     SNAPSHOT_NAMES,
+    STATE_FILE,
     SnapshotFiles,
     live_root,
     local_manifest,
@@ -118,19 +121,32 @@ class Snapshot(SnapshotFiles):
         dest: str | Path | None = None,
         **options: Any,
     ) -> Snapshot:
-        """The snapshot in a local directory (its current version), or the newest one of
-        a store URL, pulled into `dest` (default `.ghindex/snapshot`) first, downloading
-        only what changed. `built`: refuse a directory with no manifest (no build yet)."""
+        """The snapshot in a local directory (its current version; a workdir holding only
+        the demo's, the demo's), or the newest one of a store (a URL, `file://` or a
+        directory published to), pulled into `dest` (default: the user's cache, as the
+        CLI's `--store` does) first, downloading only what changed. `built`: refuse a
+        directory with no manifest (no build yet)."""
         text = str(location)
+        if text.startswith("file://"):
+            text = urlsplit(text).path
         given = Path(text).expanduser()
-        if "://" in text and not text.startswith("file://"):
+        if "://" in text or _is_store(given):
             from ghindex.snapshot import Store, pull
+            from ghindex.snapshot.local import reading_copy
 
-            given = Path(dest or ".ghindex/snapshot")
-            pull(Store(text), given)
+            store = Store(text)
+            given = Path(dest) if dest else reading_copy(store)
+            pull(store, given)
+        elif built and not given.exists():
+            raise SnapshotError(
+                f"nothing at {location}: check the path (a snapshot, a workdir or a store "
+                "directory)"
+            )
+        else:
+            given = demo_in(given) or given
         root = live_root(given)
         if built and not (root / MANIFEST).exists():
-            raise SnapshotError(NOT_BUILT.format(given))
+            raise SnapshotError(NOT_BUILT.format(location))
         return cls(root, source=given, **options)
 
     # -- what it is
@@ -521,3 +537,22 @@ def _reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
         return reader_views(con, path)
     except GhindexError:
         return []
+
+
+def demo_in(workdir: Path) -> Path | None:
+    """The snapshot `ghindex demo` built in WORKDIR/demo, when WORKDIR holds no fetch,
+    build or pull of its own: every door then reads it, so what the demo suggests works
+    as typed. A build or fetch that failed before storing anything (an empty
+    state.duckdb, an empty lance/) is no data of its own; real data always wins."""
+    from ghindex.state.database import holds_data
+
+    root = live_root(workdir)
+    if (root / MANIFEST).exists() or holds_data(root / STATE_FILE):
+        return None
+    demo = live_root(workdir / DEMO_DIR)
+    return demo if (demo / MANIFEST).exists() else None
+
+
+def _is_store(path: Path) -> bool:
+    """Whether a local directory is a store (published to) rather than a snapshot."""
+    return (path / "refs").is_dir() and not (path / MANIFEST).exists()

@@ -16,6 +16,7 @@ FORMAT_VERSION = 1  # of a snapshot's files as a whole, recorded in its manifest
 STATE_FILE = "state.duckdb"
 INDEX_DIR = "lance"
 MANIFEST = "manifest.json"
+DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
 # In a directory that pulls: the link naming the version in use (see snapshot/local.py).
 CURRENT = "current"
 # What a snapshot directory holds at its top level, and nothing else.
