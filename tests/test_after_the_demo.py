@@ -61,6 +61,40 @@ def test_a_failed_first_build_names_repo_and_leaves_the_demo_answering(after_dem
 
 
 @pytest.mark.slow
+def test_a_clone_whose_origin_is_a_local_path_is_told_to_pass_repo(after_demo, run, isolated):
+    upstream = isolated / "upstream.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(upstream)], check=True)
+    clone = a_clone_without_origin(isolated / "project")
+    subprocess.run(["git", "-C", str(clone), "remote", "add", "origin", str(upstream)], check=True)
+
+    failed = run("build", "--git", str(clone))
+
+    assert failed.exit_code == 1
+    assert failed.stderr == (
+        f"Error: cannot tell which repository {clone} belongs to from its remote URL "
+        f"{upstream}, which is no GitHub address: give the repository with --repo owner/name\n"
+    )
+    found = run("sql", "SELECT count(*) AS n FROM issues", "--json")
+    assert found.exit_code == 0, found.output
+    assert READING_DEMO in found.stderr
+    assert json.loads(found.stdout)["rows"] == [{"n": 4}]
+
+
+@pytest.mark.slow
+def test_a_failed_first_fetch_creates_nothing_and_leaves_the_demo_answering(
+    after_demo, run, github
+):
+    failed = run("fetch", "--repo", "octo/nope")
+
+    assert failed.exit_code == 1
+    assert "octo/nope not found" in failed.stderr
+    assert sorted(p.name for p in after_demo.iterdir()) == ["demo"]
+    found = run("search", "topic", "--mode", "sparse", "--json")
+    assert found.exit_code == 0, found.output
+    assert READING_DEMO in found.stderr
+
+
+@pytest.mark.slow
 def test_the_demo_publishes_as_typed_and_pulls_back(after_demo, run, isolated):
     store = isolated / "store"
 
@@ -80,8 +114,10 @@ def test_a_refused_publish_creates_no_store(run, isolated):
     refused = run("publish", "--store", str(store))
 
     assert refused.exit_code == 1
-    assert "nothing to publish" in refused.stderr
-    assert not store.exists()
+    assert refused.stderr == (
+        f"Error: nothing to publish in {isolated / 'work'}: run `ghindex build` first\n"
+    )
+    assert sorted(p.name for p in isolated.iterdir()) == []
 
 
 @pytest.mark.slow
@@ -89,7 +125,7 @@ def test_a_refused_publish_creates_no_store(run, isolated):
 def test_the_python_api_opens_a_directory_store_and_the_demo(after_demo, run, isolated, form):
     import ghindex.api as gh
 
-    store = isolated / "store"
+    store = isolated / "my store"  # a file:// URL spells the space %20
     assert run("publish", "--store", str(store)).exit_code == 0
     location = str(store) if form == "path" else store.as_uri()
 
@@ -99,6 +135,43 @@ def test_the_python_api_opens_a_directory_store_and_the_demo(after_demo, run, is
     assert [h.entity for h in from_store.scan(k=10)] == [h.entity for h in from_demo.scan(k=10)]
     assert len(from_demo.scan(k=10)) == 4
     assert not (isolated / ".ghindex").exists()  # the store's copy is in the user's cache
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["work", "work/demo", "absolute"])
+def test_the_python_api_opens_the_demo_by_its_workdir_or_its_own_directory(
+    after_demo, isolated, form
+):
+    import ghindex.api as gh
+
+    location = after_demo if form == "absolute" else form  # relative to the working directory
+
+    opened = gh.open(location)
+
+    assert len(opened.scan(k=10)) == 4
+    assert opened.root.resolve() == after_demo / "demo"
+
+
+@pytest.mark.slow
+def test_the_python_api_opens_a_bucket_store_as_the_cli_does(after_demo, run, s3_store_url):
+    import ghindex.api as gh
+
+    assert run("publish", "--store", s3_store_url).exit_code == 0
+
+    assert len(gh.open(s3_store_url).scan(k=10)) == 4
+
+
+def test_the_python_api_advises_on_a_directory_holding_nothing(isolated):
+    import ghindex.api as gh
+    from ghindex.errors import GhindexError
+
+    (isolated / "empty").mkdir()
+    with pytest.raises(GhindexError) as refused:
+        gh.open("empty")
+    assert str(refused.value) == (
+        "no snapshot in empty: run `ghindex demo` for the sample, `ghindex fetch` and "
+        "`ghindex build` for your repositories, or `ghindex pull --store URL`"
+    )
 
 
 def test_the_python_api_names_a_missing_store_as_typed(isolated):

@@ -431,7 +431,7 @@ def test_the_python_api(sample_state, tmp_path):
         )
     finally:
         snap.close()
-    with pytest.raises(Exception, match="nothing at .*: check the path"):
+    with pytest.raises(Exception, match=r"nothing at .*: check the path"):
         gh.open(tmp_path / "nothing")
 
 

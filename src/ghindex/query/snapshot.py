@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import duckdb
 
@@ -128,7 +128,7 @@ class Snapshot(SnapshotFiles):
         directory with no manifest (no build yet)."""
         text = str(location)
         if text.startswith("file://"):
-            text = urlsplit(text).path
+            text = unquote(urlsplit(text).path)
         given = Path(text).expanduser()
         if "://" in text or _is_store(given):
             from ghindex.snapshot import Store, pull

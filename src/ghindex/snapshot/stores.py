@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
@@ -50,7 +50,7 @@ class Store:
         self._local: LocalStore | None = None
         self._remote: Any = None
         if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
-            root = Path(parts.path if scheme == "file" else url).expanduser().resolve()
+            root = Path(unquote(parts.path) if scheme == "file" else url).expanduser().resolve()
             self.local_root: Path | None = root
         elif scheme in SCHEMES:
             options: dict[str, Any] = {}
