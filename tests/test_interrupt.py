@@ -1,10 +1,13 @@
 """Long-running commands stop when asked (issue #31): `ghindex serve` in a terminal and
 over HTTP ends on Ctrl-C (SIGINT) or SIGTERM within seconds, with one line and the
 shells' exit statuses (130, 143), and an HTTP server names its address and answers a
-stray path with where clients connect. Real processes, real signals."""
+stray path with where clients connect. A `fetch` or `build` stopped mid-run says its
+work is kept, and the same command run again finishes it: every item stored once, an
+index that answers. Real processes, real signals."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -16,9 +19,11 @@ import time
 import urllib.error
 import urllib.request
 
+import mcp
 import pytest
 
-from testkit.state import built_workdir
+from testkit.github_server import comment_node, issue_node, pull_request_node
+from testkit.state import built_workdir, rows, settings_for, store_issues
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +90,12 @@ def test_http_serve_names_its_address_points_strays_at_mcp_and_stops(workdir, si
     seen = read_until(process.stderr, r"MCP server on http://127\.0\.0\.1:\d+/mcp")
     url = re.search(r"http://127\.0\.0\.1:\d+/mcp", seen).group(0)
     try:
+
+        async def session():
+            async with mcp.Client(url) as client:
+                return await client.call_tool("status", {})
+
+        assert asyncio.run(session()).structured_content["status"] == "serving"
         with pytest.raises(urllib.error.HTTPError) as stray:
             urllib.request.urlopen(url.removesuffix("/mcp") + "/", timeout=10)
         assert stray.value.code == 404
@@ -111,3 +122,99 @@ def test_a_port_in_use_is_one_line_naming_port(workdir):
     assert second.returncode == 1
     lines = err.decode().strip().splitlines()
     assert len(lines) == 1 and "--port" in lines[0], lines
+
+
+INTERRUPTED = "interrupted: the work done so far is kept; run the same command again to go on"
+
+
+def ghindex(args: list[str], workdir) -> subprocess.Popen:
+    """`ghindex ARGS` in its own process on `workdir`; stderr is a pipe, progress a line
+    at every step."""
+    env = {
+        **os.environ,
+        "GHINDEX_WORKDIR": str(workdir),
+        "GHINDEX_PROGRESS_SECONDS": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "ghindex", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def finished(process: subprocess.Popen) -> str:
+    """stdout of a process that must succeed."""
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode("utf-8", "replace")
+    return out.decode("utf-8", "replace")
+
+
+def stored(workdir) -> dict[str, list[str]]:
+    """Every handle in the state's item tables, sorted."""
+    return {
+        table: [h for (h,) in rows(workdir, f"SELECT handle FROM {table} ORDER BY handle")]
+        for table in ("issues", "pull_requests", "comments")
+    }
+
+
+def test_a_fetch_stopped_by_ctrl_c_says_so_and_a_rerun_stores_everything_once(github, isolated):
+    github.add_repo(
+        "octo/big",
+        issues=[issue_node(n, repo="octo/big", comments=[comment_node(n)]) for n in range(1, 501)],
+        pull_requests=[pull_request_node(n, repo="octo/big") for n in range(501, 651)],
+    )
+    reference = isolated / "reference"
+    finished(ghindex(["fetch", "--repo", "octo/big"], reference))
+    expected = stored(reference)
+    assert [len(v) for v in expected.values()] == [500, 150, 500]
+
+    github.requests.clear()
+    github.slow_requests(n=1000, seconds=0.3)  # a page every 0.3 s: several seconds of paging
+    workdir = isolated / "work"
+    fetch = ghindex(["fetch", "--repo", "octo/big"], workdir)
+    deadline = time.monotonic() + 60
+    while sum(r["operation"] == "Issues" for r in github.requests) < 3:
+        assert fetch.poll() is None, "the fetch ended before it was interrupted"
+        assert time.monotonic() < deadline, "the fetch never reached its third page"
+        time.sleep(0.02)
+    code, took, err = stop(fetch, signal.SIGINT)
+
+    assert code == 130, err
+    assert took < 5, took
+    assert err.strip().splitlines()[-1] == INTERRUPTED, err
+    assert "Traceback" not in err
+    kept = rows(workdir, "SELECT count(*), count(DISTINCT handle) FROM issues")[0]
+    assert kept[0] == kept[1] and 0 < kept[0] < 500, kept  # some pages kept, none twice
+
+    github.clear_faults()  # the rerun opens the state the interrupted run left
+    finished(ghindex(["fetch", "--repo", "octo/big"], workdir))
+
+    assert stored(workdir) == expected
+    assert rows(workdir, "SELECT status FROM runs ORDER BY started_at DESC LIMIT 1") == [("ok",)]
+
+
+def test_a_build_stopped_while_embedding_says_so_and_a_rerun_finishes_it(isolated):
+    workdir = isolated / "work"
+    store_issues(
+        settings_for(workdir),
+        [
+            issue_node(n, title=f"Issue {n} about topic {n % 7}", body="Words here. " * 40)
+            for n in range(1, 1201)
+        ],
+    )
+    build = ghindex(["build"], workdir)
+    seen = read_until(build.stderr, r"[1-9][\d,]* / [\d,]+ rows embedded", deadline=120)
+    code, took, err = stop(build, signal.SIGINT)
+
+    assert code == 130, seen + err
+    assert took < 5, took
+    assert err.strip().splitlines()[-1] == INTERRUPTED, err
+    assert "Traceback" not in err
+    assert not (workdir / "manifest.json").exists()  # no index yet: nothing half-made serves
+
+    finished(ghindex(["build"], workdir))
+    found = json.loads(finished(ghindex(["search", "Issue 77 about topic 0", "--json"], workdir)))
+
+    assert "octo/hello#77" in [hit["handle"] for hit in found["results"]]
