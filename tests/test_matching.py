@@ -6,12 +6,10 @@ and `show`'s text without `:?` or `none`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import unicodedata
 
-import mcp
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +29,7 @@ from testkit.github_server import (
     review_comment_node,
     thread_node,
 )
+from testkit.mcp_calls import answer, failure
 from testkit.state import settings_for, store_issues
 
 R = "octo/hello"
@@ -128,26 +127,6 @@ def server(workdir):
     holder = SnapshotHolder(current=open_snapshot(workdir, immutable=True))
     yield create_server(holder)
     holder.current.close()
-
-
-def call(server, tool: str, **arguments):
-    async def go():
-        async with mcp.Client(server) as client:
-            return await client.call_tool(tool, arguments)
-
-    return asyncio.run(go())
-
-
-def answer(server, tool: str, **arguments) -> dict:
-    result = call(server, tool, **arguments)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-def failure(server, tool: str, **arguments) -> str:
-    result = call(server, tool, **arguments)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 def entities(hits) -> set[str]:

@@ -44,6 +44,7 @@ from testkit.github_server import (
     review_node,
     thread_node,
 )
+from testkit.mcp_calls import answer, failure
 from testkit.state import settings_for, store_issues
 
 pytestmark = pytest.mark.slow  # a built snapshot, and `ghindex serve` subprocesses
@@ -196,29 +197,6 @@ def workdir(snapshot_dir, isolated):
 
 
 # --------------------------------------------------------------------------- calling
-
-
-def call(server, tool: str, **arguments):
-    """One tool call in a fresh in-process client session."""
-
-    async def go():
-        async with mcp.Client(server) as client:
-            return await client.call_tool(tool, arguments)
-
-    return asyncio.run(go())
-
-
-def answer(server, tool: str, **arguments) -> dict:
-    result = call(server, tool, **arguments)
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content == json.loads(result.content[0].text)
-    return result.structured_content
-
-
-def failure(server, tool: str, **arguments) -> str:
-    result = call(server, tool, **arguments)
-    assert result.is_error, result.structured_content
-    return result.content[0].text
 
 
 def surface(listed) -> list[dict]:
