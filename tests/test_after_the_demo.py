@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import warnings
 
 import pytest
 
@@ -130,7 +131,8 @@ def test_the_python_api_opens_a_directory_store_and_the_demo(after_demo, run, is
     location = str(store) if form == "path" else store.as_uri()
 
     from_store = gh.open(location)
-    from_demo = gh.open(after_demo)  # `.ghindex` right after the demo
+    with pytest.warns(gh.DemoFallback):
+        from_demo = gh.open(after_demo)  # `.ghindex` right after the demo
 
     assert [h.entity for h in from_store.scan(k=10)] == [h.entity for h in from_demo.scan(k=10)]
     assert len(from_demo.scan(k=10)) == 4
@@ -146,10 +148,21 @@ def test_the_python_api_opens_the_demo_by_its_workdir_or_its_own_directory(
 
     location = after_demo if form == "absolute" else form  # relative to the working directory
 
-    opened = gh.open(location)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        opened = gh.open(location)
 
     assert len(opened.scan(k=10)) == 4
     assert opened.root.resolve() == after_demo / "demo"
+    # the workdir's own data was meant: reading the demo instead is said, once, as the CLI
+    # says it; opening the demo's own directory is what was asked and says nothing
+    fallbacks = [w for w in said if issubclass(w.category, gh.DemoFallback)]
+    assert len(fallbacks) == (0 if form == "work/demo" else 1)
+    if fallbacks:
+        text = str(fallbacks[0].message)
+        assert text.startswith(READING_DEMO) and "\n" not in text
+        assert "ghindex build" in text
+        assert fallbacks[0].filename == __file__  # points at the caller's line
 
 
 @pytest.mark.slow

@@ -223,6 +223,25 @@ def test_mcp_search_folds_labels(server):
     assert {r["handle"] for r in searched["results"]} == {"octo/hello#2"}
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spelt(STATES))
+def test_mcp_search_takes_a_state_in_any_case(server, case):
+    state, uppers = case
+    typed = recased(state, uppers)
+
+    scanned = answer(server, "search", state=typed, top_k=50)
+    packed = answer(server, "context", query="crash on startup", state=typed)
+
+    assert {r["handle"] for r in scanned["results"]} == STATES[state]
+    assert {p["handle"].split("/comment/")[0] for p in packed["passages"]} <= STATES[state]
+
+
+def test_mcp_refuses_a_state_that_is_none_in_any_case(server):
+    refused = failure(server, "search", state="OPENED")
+
+    assert "state" in refused and "\n" not in refused
+
+
 # --------------------------------------------------------------------------- sql
 
 

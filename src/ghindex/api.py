@@ -21,7 +21,9 @@ import duckdb
 
 from ghindex.query.filters import Filters
 from ghindex.query.hits import Hit
-from ghindex.query.snapshot import Snapshot
+from ghindex.query.snapshot import DemoFallback, Snapshot
+
+__all__ = ["DemoFallback", "Reader", "open"]
 
 
 class Reader:
@@ -96,5 +98,6 @@ def open(location: str | Path, *, dest: str | Path | None = None) -> Reader:
     """A snapshot from a local directory (a workdir holding only the demo's: the demo),
     or the newest one of a store (a URL, `file://` or a directory published to), pulled
     into `dest` (default: the user's cache, as the CLI's `--store`), downloading only
-    what changed."""
+    what changed. Reading the demo in place of a workdir's own data warns
+    (`DemoFallback`), as the CLI says it on stderr."""
     return Reader(Snapshot.open(location, built=True, dest=dest, state="people"))

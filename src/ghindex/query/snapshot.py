@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,7 +144,15 @@ class Snapshot(SnapshotFiles):
                 "directory)"
             )
         else:
-            given = demo_in(given) or given
+            demo = demo_in(given)
+            if demo is not None:  # said, as the CLI says it: the reader meant their own data
+                warnings.warn(
+                    f"reading the demo snapshot in {demo} ({given} holds no data of its own "
+                    "yet: run ghindex build there, or open the demo's directory to silence this)",
+                    DemoFallback,
+                    stacklevel=3,
+                )
+                given = demo
         root = live_root(given)
         if built and not (root / MANIFEST).exists():
             raise SnapshotError(NOT_BUILT.format(location))
@@ -537,6 +546,10 @@ def _reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
         return reader_views(con, path)
     except GhindexError:
         return []
+
+
+class DemoFallback(UserWarning):
+    """`Snapshot.open` of a workdir that holds only the demo's snapshot reads the demo."""
 
 
 def demo_in(workdir: Path) -> Path | None:
