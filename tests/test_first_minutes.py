@@ -8,8 +8,10 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import mcp
@@ -73,8 +75,39 @@ def test_the_demo_builds_in_its_own_directory_and_says_the_next_commands_work_as
     assert not any("--snapshot" in c for c in suggested(stdout))
 
 
-def test_every_suggested_read_command_succeeds_as_typed(fresh):
+@pytest.fixture(scope="module")
+def after_a_failed_build(fresh, tmp_path_factory):
+    """A copy of the fresh directory where the newcomer then tried `ghindex build --git`
+    on a clone with no GitHub origin: it failed, leaving `.ghindex/state.duckdb` behind."""
     home, env, stdout = fresh
+    copy = tmp_path_factory.mktemp("failed") / "home"
+    shutil.copytree(home, copy)
+    clone = copy / "project"
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    (clone / "README.md").write_text("# project\n")
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    failed = ghindex(["build", "--git", "project"], copy, env)
+    assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed.stderr
+    assert "--repo owner/name" in failed.stderr
+    assert (copy / ".ghindex" / "state.duckdb").exists()
+    return copy, env, stdout
+
+
+@pytest.mark.parametrize("after", ["the demo", "a failed build"])
+def test_every_suggested_read_command_succeeds_as_typed(request, after):
+    home, env, stdout = request.getfixturevalue(
+        "fresh" if after == "the demo" else "after_a_failed_build"
+    )
+    for made in ("ghindex-demo-export", "ghindex-demo-report.html"):  # by the other case
+        path = Path(env["TMPDIR"]) / made
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    before = sorted(p.name for p in (home / ".ghindex").iterdir())
+    around = {p.name for p in home.iterdir()}
     outputs = {}
     for command in suggested(stdout):
         if command[0] == "serve":
@@ -104,8 +137,8 @@ def test_every_suggested_read_command_succeeds_as_typed(fresh):
         ]
     assert os.path.getsize(f"{scratch}/ghindex-demo-report.html") > 10_000
     # reading made nothing in the workdir beside the demo, nor where it was typed
-    assert sorted(p.name for p in (home / ".ghindex").iterdir()) == ["demo"]
-    assert {p.name for p in home.iterdir()} <= {".ghindex", "serve-stderr.txt"}
+    assert sorted(p.name for p in (home / ".ghindex").iterdir()) == before
+    assert {p.name for p in home.iterdir()} <= around | {"serve-stderr.txt"}
 
 
 def test_serve_as_typed_answers_an_mcp_client(fresh):

@@ -218,3 +218,25 @@ def test_a_build_stopped_while_embedding_says_so_and_a_rerun_finishes_it(isolate
     found = json.loads(finished(ghindex(["search", "Issue 77 about topic 0", "--json"], workdir)))
 
     assert "octo/hello#77" in [hit["handle"] for hit in found["results"]]
+
+
+def test_the_demo_stopped_by_ctrl_c_says_so_and_a_rerun_finishes_it(isolated):
+    workdir = isolated / "work"
+    demo = ghindex(["demo"], workdir)
+    # past the first step of embedding (256 rows), which a stopped build hands over
+    seen = read_until(demo.stderr, r"[3-9]\d\d / [\d,]+ rows embedded", deadline=120)
+    code, took, err = stop(demo, signal.SIGINT)
+
+    assert code == 130, seen + err
+    assert took < 5, took
+    assert err.strip().splitlines()[-1] == INTERRUPTED, err
+    assert "Traceback" not in err
+    assert not (workdir / "demo" / "manifest.json").exists()  # no half-made demo reads
+
+    said = finished(ghindex(["demo"], workdir))
+    found = json.loads(finished(ghindex(["search", "betamax", "--json"], workdir)))
+
+    assert "Next, as typed" in said
+    cached = re.search(r"\((\d+) embedded, (\d+) from the cache\)", said)
+    assert cached and int(cached.group(2)) > 0, said  # what the stopped run embedded is kept
+    assert found["results"], found

@@ -44,10 +44,11 @@ from ghindex.vocabulary.layout import FORMAT_VERSION
 Say = Callable[[str], None]
 
 # New vectors are written to the cache as embedding goes: texts are encoded a step at a
-# time (a multiple of the encoders' own windows, so batching is unchanged) and written
-# when a slice is full or has waited long enough. Each slice is one LanceDB commit;
-# `index.maintain` compacts the cache when its fragments pile up.
-EMBED_STEP = 1024
+# time (a multiple of the encoders' batches) and written when a slice is full or has
+# waited long enough, or the build is stopped. Each slice is one LanceDB commit;
+# `index.maintain` compacts the cache when its fragments pile up. A stopped build loses
+# at most the step it was in (256 rows: seconds of work on two cores).
+EMBED_STEP = 256
 SLICE_ROWS = 4096
 SLICE_SECONDS = 30.0
 
@@ -225,18 +226,27 @@ def build(
 def _embed_in_slices(
     embedder: Any, hashes: list[str], texts: dict[str, str], advance: Callable[[int], None]
 ) -> Iterator[tuple[list[str], np.ndarray]]:
-    """(content hashes, their vectors) a slice at a time, as `embedder` makes them."""
+    """(content hashes, their vectors) a slice at a time, as `embedder` makes them.
+    Stopped (Ctrl-C, SIGTERM, a job's time limit), it first hands over the steps it
+    finished since the last slice, for the caller to store, and then stops: a rerun
+    embeds none of them again."""
     pending: list[str] = []
     made: list[np.ndarray] = []
     since = time.monotonic()
-    for start in range(0, len(hashes), EMBED_STEP):
-        step = hashes[start : start + EMBED_STEP]
-        made.append(embedder.encode([texts[h] for h in step], progress=advance))
-        pending += step
-        last = start + EMBED_STEP >= len(hashes)
-        if last or len(pending) >= SLICE_ROWS or time.monotonic() - since >= SLICE_SECONDS:
+    try:
+        for start in range(0, len(hashes), EMBED_STEP):
+            step = hashes[start : start + EMBED_STEP]
+            made.append(embedder.encode([texts[h] for h in step], progress=advance))
+            pending += step
+            last = start + EMBED_STEP >= len(hashes)
+            if last or len(pending) >= SLICE_ROWS or time.monotonic() - since >= SLICE_SECONDS:
+                ready, pending = pending, []
+                yield ready, np.concatenate(made)
+                made, since = [], time.monotonic()
+    except KeyboardInterrupt:
+        if pending:
             yield pending, np.concatenate(made)
-            pending, made, since = [], [], time.monotonic()
+        raise
 
 
 def _new_precision(model: str, settings: Settings, factory: Callable | None) -> str:
