@@ -139,3 +139,28 @@ def test_tables_and_views_are_listed_in_the_order_the_migrations_create_them():
     relations = schema_doc.relations()
     assert tuple(r["name"] for r in relations if r["kind"] == "table") == tables.TABLES
     assert tuple(r["name"] for r in relations if r["kind"] == "view") == tables.VIEWS
+
+
+def test_the_cli_options_and_the_mcp_arguments_of_filters_come_from_one_table():
+    from ghindex.cli import cli
+    from ghindex.query.filters import CONTEXT_FILTERS, OPTIONS, SEARCH_FILTERS
+
+    surface = {
+        tool["name"]: tool["input_schema"]["properties"]
+        for tool in json.loads(Path(__file__).with_name("mcp_tools.json").read_text())
+    }
+    for tool, taken in (("search", SEARCH_FILTERS), ("context", CONTEXT_FILTERS)):
+        filters = {name: p for name, p in surface[tool].items() if name in OPTIONS}
+        assert list(filters) == list(taken)
+        assert {name: p["description"] for name, p in filters.items()} == {
+            name: OPTIONS[name].meaning for name in taken
+        }
+    for command, taken in (("search", tuple(OPTIONS)), ("context", CONTEXT_FILTERS)):
+        flags = {
+            p.opts[0]: (p.name, p.help)
+            for p in cli.commands[command].params
+            if p.opts[0] in {o.cli_flag for o in OPTIONS.values()}
+        }
+        assert flags == {
+            OPTIONS[name].cli_flag: (OPTIONS[name].field, OPTIONS[name].meaning) for name in taken
+        }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,41 +19,35 @@ from ghindex.cli.base import (
 )
 from ghindex.cli.output import context_text, emit_json, item_text, progress, say, search_text
 from ghindex.config import Settings
-from ghindex.query.filters import MODES, SORTS
+from ghindex.query.filters import CONTEXT_FILTERS, MODES, OPTIONS, SORTS
 from ghindex.vocabulary.edges import KINDS
-from ghindex.vocabulary.types import FILTER_TYPES
 
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
 
 
+def filter_options(*arguments: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of these filters (`query.filters.OPTIONS`, from which the MCP tools'
+    arguments are made too): each fills its `Filters` field of the same name."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for name in reversed(arguments):
+            option = OPTIONS[name]
+            settings: dict[str, Any] = {"help": option.meaning, "metavar": option.metavar}
+            if option.kind == "time":
+                settings["type"] = click.DateTime(_DATE_FORMATS)
+            elif option.kind == "values":
+                settings["multiple"] = True
+            if option.choices:  # any case, given back as the choice is spelled
+                settings["type"] = click.Choice(option.choices, case_sensitive=False)
+            command = click.option(option.cli_flag, option.field, **settings)(command)
+        return command
+
+    return decorate
+
+
 @cli.command()
 @click.argument("query", required=False)
-@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    type=click.Choice(sorted(FILTER_TYPES)),
-    help="Only this kind of document, or of entity (issue includes its comments).",
-)
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
-    help="Only items in this state.",
-)
-@click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
-@click.option("--any-label", "any_labels", multiple=True, help="Only items with one of these.")
-@click.option("--not-label", "not_labels", multiple=True, help="Only items without this label.")
-@click.option("--author", "authors", multiple=True, metavar="LOGIN", help="Only by this author.")
-@click.option("--assignee", "assignees", multiple=True, metavar="LOGIN", help="Assigned to.")
-@click.option("--milestone", "milestones", multiple=True, help="In this milestone (title).")
-@click.option("--path", "path_prefix", metavar="PREFIX", help="Docs and diffs under this path.")
-@click.option("--since", type=click.DateTime(_DATE_FORMATS), help="Updated at or after.")
-@click.option("--until", type=click.DateTime(_DATE_FORMATS), help="Updated before.")
-@click.option("--created-since", type=click.DateTime(_DATE_FORMATS), help="Created at or after.")
-@click.option("--created-until", type=click.DateTime(_DATE_FORMATS), help="Created before.")
+@filter_options(*OPTIONS)
 @click.option(
     "-k",
     "--top-k",
@@ -106,7 +102,7 @@ def search(
     snapshot: str | None,
     store: str | None,
     as_json: bool,
-    **filter_options: object,
+    **filter_options: Any,
 ) -> None:
     """Hybrid search over the index; results are whole items. Without a QUERY (or with
     an empty one, as the MCP `search` tool takes it), the items the filters select,
@@ -124,14 +120,10 @@ def search(
     """
     from ghindex.query.filters import Filters
 
-    options = {
-        key: (tuple(v.lower() for v in value) if key == "states" else value)
-        for key, value in filter_options.items()
-    }
     with open_for_query(obj, snapshot, store) as snap:
         response = snap.find(
             query,
-            Filters(**options),
+            Filters(**filter_options),
             k=k,
             mode=mode,
             rerank=rerank,
@@ -155,22 +147,7 @@ def search(
     show_default=True,
     help="Budget for the passages (about four characters a token).",
 )
-@click.option("--repo", "repos", multiple=True, metavar="OWNER/NAME", help="Only this repo.")
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    type=click.Choice(FILTER_TYPES),
-    help="Only this kind of document or entity.",
-)
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice(["open", "closed", "merged"], case_sensitive=False),
-    help="Only items in this state.",
-)
-@click.option("--label", "labels", multiple=True, help="Only items with this label (repeat: all).")
+@filter_options(*CONTEXT_FILTERS)
 @snapshot_options
 @json_option
 @click.pass_obj
@@ -178,13 +155,10 @@ def context(
     obj: Context,
     question: str,
     max_tokens: int,
-    repos: tuple[str, ...],
-    types: tuple[str, ...],
-    states: tuple[str, ...],
-    labels: tuple[str, ...],
     snapshot: str | None,
     store: str | None,
     as_json: bool,
+    **filter_options: Any,
 ) -> None:
     """The passages most relevant to a question that fit a token budget, each cited
     with its handle and URL (what the MCP `context` tool gives an agent).
@@ -196,9 +170,7 @@ def context(
     """
     from ghindex.query.filters import Filters
 
-    chosen = Filters(
-        repos=repos, types=types, states=tuple(s.lower() for s in states), labels=labels
-    )
+    chosen = Filters(**filter_options)
     with open_for_query(obj, snapshot, store) as snap:
         body = snap.context(question, chosen, max_tokens=max_tokens)
     if as_json:

@@ -20,9 +20,97 @@ from typing import Any
 
 from ghindex.errors import GhindexError
 from ghindex.vocabulary.limits import VALUE_CHARS, check_text, check_values
+from ghindex.vocabulary.types import FILTER_TYPES
 
 MODES = ("hybrid", "dense", "sparse")  # retrievers: both fused, meaning only, words only
 SORTS = ("relevance", "updated_desc", "created_desc")
+STATES = ("open", "closed", "merged")  # as people type them; the tables say OPEN, ...
+
+
+@dataclass(frozen=True)
+class Option:
+    """One filter as people and agents type it: the CLI's options and the MCP tools'
+    arguments are both made from `OPTIONS`, so they cannot drift apart."""
+
+    field: str  # the `Filters` field it fills
+    argument: str  # the MCP and Python argument; the CLI flag is its dashed form
+    meaning: str  # the help line and the argument's description
+    flag: str | None = None  # the CLI flag, when it is not `--argument`
+    metavar: str | None = None
+    kind: str = "values"  # values | text (one value) | time (an ISO date or time)
+    choices: tuple[str, ...] = ()  # the values it takes, when they are known
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.argument.replace("_", "-")
+
+
+OPTIONS = {
+    option.argument: option
+    for option in (
+        Option("repos", "repo", "Only this repository, 'owner/name'.", metavar="OWNER/NAME"),
+        Option(
+            "types",
+            "type",
+            "Only this kind of item; 'issue' includes the issues' comments.",
+            choices=FILTER_TYPES,
+        ),
+        Option("states", "state", "Only items in this state (any case).", choices=STATES),
+        Option(
+            "labels",
+            "labels",
+            "Only items carrying every one of these labels (any case).",
+            flag="--label",
+        ),
+        Option(
+            "any_labels", "any_labels", "Only items carrying one of these labels.", "--any-label"
+        ),
+        Option(
+            "not_labels", "not_labels", "Only items carrying none of these labels.", "--not-label"
+        ),
+        Option("authors", "author", "Only text written by this login.", metavar="LOGIN"),
+        Option("assignees", "assignee", "Only items assigned to this login.", metavar="LOGIN"),
+        Option("milestones", "milestone", "Only items in this milestone (title)."),
+        Option(
+            "path_prefix",
+            "path_prefix",
+            "Only docs and diffs under this path, e.g. 'docs/'.",
+            flag="--path",
+            metavar="PREFIX",
+            kind="text",
+        ),
+        Option(
+            "since", "since", "Only items updated at or after this ISO date or time.", kind="time"
+        ),
+        Option("until", "until", "Only items updated before this ISO date or time.", kind="time"),
+        Option(
+            "created_since",
+            "created_since",
+            "Only items created at or after this ISO date or time.",
+            kind="time",
+        ),
+        Option(
+            "created_until",
+            "created_until",
+            "Only items created before this ISO date or time.",
+            kind="time",
+        ),
+    )
+}
+# The filters each MCP tool takes (the CLI's `search` takes every one).
+SEARCH_FILTERS = (
+    "repo",
+    "type",
+    "state",
+    "labels",
+    "author",
+    "assignee",
+    "milestone",
+    "path_prefix",
+    "since",
+    "until",
+)
+CONTEXT_FILTERS = ("repo", "type", "state", "labels", "author", "since", "until")
 
 # Filters where several values mean "any of them"; the others need every value.
 _ANY_OF = ("repo", "state", "author", "milestone", "type", "any_label", "assignee")

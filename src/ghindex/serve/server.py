@@ -31,7 +31,7 @@ from pydantic import BeforeValidator, Field, ValidationError
 
 from ghindex import __version__
 from ghindex.errors import ConfigError, GhindexError
-from ghindex.query.filters import MODES, SORTS
+from ghindex.query.filters import MODES, OPTIONS, SORTS, STATES
 from ghindex.serve import budget, tools
 from ghindex.serve.holder import SnapshotHolder
 from ghindex.vocabulary import limits
@@ -57,7 +57,7 @@ Type = Literal[FILTER_TYPES]  # type: ignore[valid-type]
 # A state in any case, as the CLI and the API take it ("OPEN" is "open"); the schema
 # lists the lower-case spellings.
 State = Annotated[
-    Literal["open", "closed", "merged"],
+    Literal[STATES],  # type: ignore[valid-type]
     BeforeValidator(lambda value: value.lower() if isinstance(value, str) else value),
 ]
 
@@ -70,31 +70,32 @@ def whole(low: int, high: int, description: str = "") -> Any:
     return Field(strict=True, ge=low, le=high, description=description or None)
 
 
+def filter_argument(name: str) -> Any:
+    """The MCP argument of a filter, described as `query.filters.OPTIONS` (the CLI's
+    options' table) describes it: label filters take a list, the others one value."""
+    option = OPTIONS[name]
+    if option.kind == "time":
+        return Annotated[date | datetime | None, Field(description=option.meaning)]
+    if option.field.endswith("labels"):
+        return Annotated[
+            list[Value] | None, Field(max_length=limits.VALUES, description=option.meaning)
+        ]
+    value = {"type": Type, "state": State}.get(name, Value)
+    return Annotated[value | None, Field(description=option.meaning)]
+
+
 # Filters shared by `search` and `context`.
-RepoArg = Annotated[Value | None, Field(description="Only this repository, 'owner/name'.")]
-TypeArg = Annotated[
-    Type | None,
-    Field(description="Only this kind of item; 'issue' includes the issues' comments."),
-]
-StateArg = Annotated[State | None, Field(description="Only items in this state.")]
-LabelsArg = Annotated[
-    list[Value] | None,
-    Field(max_length=limits.VALUES, description="Only items carrying every one of these labels."),
-]
-AuthorArg = Annotated[Value | None, Field(description="Only text written by this login.")]
-AssigneeArg = Annotated[Value | None, Field(description="Only items assigned to this login.")]
-MilestoneArg = Annotated[Value | None, Field(description="Only items in this milestone (title).")]
-PathArg = Annotated[
-    Value | None, Field(description="Only docs and diffs under this path, e.g. 'docs/'.")
-]
+RepoArg = filter_argument("repo")
+TypeArg = filter_argument("type")
+StateArg = filter_argument("state")
+LabelsArg = filter_argument("labels")
+AuthorArg = filter_argument("author")
+AssigneeArg = filter_argument("assignee")
+MilestoneArg = filter_argument("milestone")
+PathArg = filter_argument("path_prefix")
+SinceArg = filter_argument("since")
+UntilArg = filter_argument("until")
 OffsetNote = "Where the answer starts: a previous answer's `next_offset`."
-SinceArg = Annotated[
-    date | datetime | None,
-    Field(description="Only items updated at or after this ISO date or time."),
-]
-UntilArg = Annotated[
-    date | datetime | None, Field(description="Only items updated before this ISO date or time.")
-]
 
 
 def create_server(holder: SnapshotHolder) -> MCPServer:
