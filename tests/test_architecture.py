@@ -130,3 +130,21 @@ def test_no_two_modules_import_each_other():
         if a < b and a in edges.get(b, ()) and not (a.startswith(b + ".") or b.startswith(a + "."))
     )
     assert not circles, circles
+
+
+def test_the_mcp_sdk_is_used_through_its_public_names():
+    # a private attribute of the SDK's server (`server._tool_manager`, ...) breaks in any
+    # release; the one exception is the stdio session over our own stdin reader
+    used = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in (
+                "_tool_manager",
+                "_lowlevel_server",
+                "_resource_manager",
+                "_prompt_manager",
+                "_mcp_server",
+            ):
+                used.add((path.relative_to(PACKAGE).as_posix(), node.attr))
+
+    assert used == {("serve/server.py", "_lowlevel_server")}

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BeforeValidator, Field, ValidationError
 
@@ -98,13 +99,32 @@ UntilArg = filter_argument("until")
 OffsetNote = "Where the answer starts: a previous answer's `next_offset`."
 
 
-def create_server(holder: SnapshotHolder) -> MCPServer:
-    server = MCPServer(
-        "ghindex",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        log_level="WARNING",
-    )
+class StrictServer(MCPServer):
+    """The MCP server whose tools refuse what they do not know: an unknown argument, a
+    wrong type or a value out of range is one sentence naming it (and the valid
+    arguments, or the limit), never silently ignored. Checked in one place, the public
+    `call_tool` every transport goes through; the published schemas say so too
+    (`additionalProperties: false`). Tools are handed over whole (`Tool`s, as the SDK
+    takes them), so the server knows each one's argument model without reaching into
+    the SDK's registry."""
+
+    def __init__(self, tools: list[Tool], **settings: Any) -> None:
+        for tool in tools:
+            tool.parameters["additionalProperties"] = False
+        self.strict_tools = {tool.name: tool for tool in tools}
+        super().__init__(tools=tools, **settings)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self.strict_tools.get(name)
+        if tool is not None:
+            problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model, arguments)
+            if problem:
+                raise ToolError(problem)
+        return await super().call_tool(name, arguments, context)
+
+
+def create_server(holder: SnapshotHolder) -> StrictServer:
+    """The server of the six tools, each reading the snapshot `holder` serves."""
 
     def answer(call: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         """Run a tool on the current snapshot; expected failures become tool errors."""
@@ -119,7 +139,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         run.__doc__ = inspect.cleandoc(call.__doc__ or "")  # the description agents read
         return run
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def search(
         query: Annotated[
@@ -189,7 +208,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
                 offset=offset,
             )
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def fetch(
         handles: Annotated[
@@ -222,7 +240,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         with holder.use() as snapshot:
             return tools.fetch(snapshot, handles, max_chars, skip)
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def related(
         handle: Annotated[
@@ -237,7 +254,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         with holder.use() as snapshot:
             return tools.related(snapshot, handle, hops, offset)
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def context(
         query: Annotated[
@@ -272,7 +288,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         with holder.use() as snapshot:
             return tools.context(snapshot, query, chosen, max_tokens)
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def sql(
         query: Annotated[
@@ -293,7 +308,6 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         with holder.use() as snapshot:
             return tools.sql(snapshot, query, max_rows, offset=offset)
 
-    @server.tool(annotations=READ_ONLY)
     @answer
     def status() -> dict[str, Any]:
         """The snapshot being served: id, when it was published and built, its age,
@@ -302,29 +316,14 @@ def create_server(holder: SnapshotHolder) -> MCPServer:
         it serves a directory), the last success and the last error."""
         return tools.status(holder)
 
-    strict_arguments(server)
-    return server
-
-
-def strict_arguments(server: MCPServer) -> None:
-    """Every tool refuses what it does not know: an unknown argument, a wrong type or a
-    value out of range is one sentence naming it (and the valid arguments, or the
-    limit), never silently ignored. The published schemas say so too
-    (`additionalProperties: false`)."""
-    registered = {tool.name: tool for tool in server._tool_manager.list_tools()}
-    for tool in registered.values():
-        tool.parameters["additionalProperties"] = False
-    call_tool = server.call_tool
-
-    async def checked(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        tool = registered.get(name)
-        if tool is not None:
-            problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model, arguments)
-            if problem:
-                raise ToolError(problem)
-        return await call_tool(name, arguments, context)
-
-    server.call_tool = checked  # type: ignore[method-assign]
+    served = (search, fetch, related, context, sql, status)
+    return StrictServer(
+        [Tool.from_function(tool, annotations=READ_ONLY) for tool in served],
+        name="ghindex",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+    )
 
 
 def argument_problem(
@@ -565,7 +564,8 @@ async def serve_stdio(server: MCPServer) -> None:
     """The MCP session over stdin and stdout, with stdin read by `StdinLines`: the SDK
     reads it in a worker thread that cancelling cannot stop, so on Ctrl-C the server
     waited for the client's next line (in a terminal: forever) and the interpreter
-    then waited for that thread."""
+    then waited for that thread. The SDK's own `run_stdio_async` takes no streams, so
+    this is the one private SDK name ghindex uses (`tests/test_architecture.py`)."""
     from mcp.server.stdio import stdio_server
 
     lowlevel = server._lowlevel_server
