@@ -121,6 +121,20 @@ def test_a_refused_publish_creates_no_store(run, isolated):
     assert sorted(p.name for p in isolated.iterdir()) == []
 
 
+@pytest.mark.parametrize("body", [b"[]", b"{not json", b"\xff\xfe"])
+def test_a_publish_of_a_damaged_manifest_is_one_line_and_creates_no_store(run, isolated, body):
+    (isolated / "work").mkdir()
+    (isolated / "work" / "manifest.json").write_bytes(body)  # the one local manifest reader
+    store = isolated / "store"
+
+    refused = run("publish", "--store", str(store))
+
+    assert refused.exit_code == 1
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "manifest.json is not" in refused.stderr and "ghindex build" in refused.stderr
+    assert not store.exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["path", "file-url"])
 def test_the_python_api_opens_a_directory_store_and_the_demo(after_demo, run, isolated, form):

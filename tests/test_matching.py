@@ -196,6 +196,16 @@ def test_the_python_api_search_and_context_fold_their_filters(reader):
     assert {p["handle"].split("/comment/")[0] for p in packed["passages"]} == {"octo/other#1"}
 
 
+@pytest.mark.parametrize("query", [None, "", "   "])
+def test_the_python_api_search_without_a_query_scans_as_every_door_does(reader, query):
+    scanned = reader.scan(label="bug", k=50)
+
+    assert [h.entity for h in reader.search(query, label="bug", k=50)] == [
+        h.entity for h in scanned
+    ]
+    assert scanned
+
+
 def test_a_label_no_item_carries_in_any_case_is_named_unmatched(reader):
     response = reader.snapshot.scan(Filters(labels=("BUG", "no-such")), k=50)
 

@@ -47,7 +47,7 @@ class Reader:
 
     def search(
         self,
-        query: str,
+        query: str | None = None,
         *,
         k: int = 10,
         mode: str = "hybrid",
@@ -55,8 +55,9 @@ class Reader:
         sort: str = "relevance",
         **filters: Any,
     ) -> list[Hit]:
-        """Hybrid search over the index."""
-        response = self.snapshot.search(
+        """Hybrid search over the index; without a query (None or blank), the items the
+        filters select, newest first, as `ghindex search` and the MCP `search` answer."""
+        response = self.snapshot.find(
             query, Filters.of(**filters), k=k, mode=mode, rerank=rerank, sort=sort
         )
         return response.results

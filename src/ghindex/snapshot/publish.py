@@ -47,6 +47,7 @@ from ghindex.snapshot.layout import (
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
 from ghindex.snapshot.stores import Store, shown
+from ghindex.vocabulary.layout import local_manifest
 
 # A blob already in the store but not part of the current snapshot is reused only if
 # it is this recent; older strays may be collected by `gc` at any moment.
@@ -201,13 +202,9 @@ def _read_piece(path: Path, index: int, size: int) -> bytes:
 
 
 def _build_manifest(workdir: Path) -> dict[str, Any]:
-    path = workdir / MANIFEST
-    if not path.exists():
+    body = local_manifest(workdir / MANIFEST)  # one that is not a manifest: one line
+    if body is None:
         raise StateError(f"nothing to publish in {workdir}: run `ghindex build` first")
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise StateError(f"{path} is not valid JSON ({exc}): run `ghindex build` again") from None
     body.pop("files", None)
     return body
 
