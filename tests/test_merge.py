@@ -60,3 +60,74 @@ def test_merge_refuses_what_is_not_a_workdir(isolated, run):
     assert result.stderr == (
         f"Error: {isolated / 'empty'} holds no state.duckdb: is it a ghindex workdir?\n"
     )
+
+
+def test_two_shards_embedded_apart_and_merged_equal_one_build(isolated):
+    """`build --shard I/N` (issue #33): each shard embeds only its own chunks into the
+    cache and writes no index; merged, the build after embeds nothing and its index is
+    the one a single build makes."""
+    import shutil
+
+    from ghindex.config import FP32
+    from ghindex.index import table as index
+    from ghindex.index.build import Shard
+    from ghindex.index.merge import merge
+    from testkit.embedders import HashEmbedder, hash_factory
+
+    fetched = settings_for(isolated / "fetched")
+    store_issues(
+        fetched,
+        [
+            issue_node(
+                n,
+                title=f"Issue {n} about topic {n % 5}",
+                body=f"Body of issue {n}. " * 30,
+                comments=[comment_node(n * 10, body=f"A comment long enough on {n}.")],
+            )
+            for n in range(1, 41)
+        ],
+    )
+    for name in ("one", "two", "whole", "work"):
+        shutil.copytree(isolated / "fetched", isolated / name)
+    embedders = {name: HashEmbedder() for name in ("one", "two", "whole", "work")}
+    for number, name in ((1, "one"), (2, "two")):
+        report = build(
+            settings_for(isolated / name),
+            shard=Shard(number, 2),
+            embedder_factory=hash_factory(embedders[name]),
+        )
+        assert report.embedded == sum(embedders[name].calls) > 0
+        assert not (isolated / name / "manifest.json").exists()  # vectors only
+        assert index.index_model(index.connect(isolated / name / "lance")) is None
+    whole = build(
+        settings_for(isolated / "whole"), embedder_factory=hash_factory(embedders["whole"])
+    )
+    # the shards split the work: together every chunk once, no chunk twice
+    assert sum(embedders["one"].calls) + sum(embedders["two"].calls) == whole.embedded
+
+    target = settings_for(isolated / "work")
+    merged = merge(
+        target.workdir, [isolated / "one", isolated / "two"], target.model, precision=FP32
+    )
+    joined = build(target, embedder_factory=hash_factory(embedders["work"]))
+
+    assert merged.vectors == whole.embedded
+    assert joined.embedded == 0 and embedders["work"].calls == []
+    assert joined.chunks == whole.chunks
+
+    def chunks(path):
+        table = index.connect(path / "lance").open_table("chunks").to_arrow()
+        columns = ("id", "content_hash", "vector")
+        return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+    assert chunks(isolated / "work") == chunks(isolated / "whole")
+
+
+@pytest.mark.parametrize("given", ["0/2", "3/2", "2", "a/b", "1/300", "-1/2"])
+def test_a_shard_that_is_not_i_of_n_is_one_line(run, given):
+    result = run("build", "--shard", given)
+
+    assert result.exit_code != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "--shard" in result.stderr
+    assert "I/N" in result.stderr or "1 to N" in result.stderr

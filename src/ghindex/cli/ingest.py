@@ -125,6 +125,12 @@ def fetch(
     help="Rebuild the index beside the old one (which serves until the new one is whole) "
     "and re-read git sources; the embedding caches stay.",
 )
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="Embed only shard I of N of the chunks into the cache, writing no index: run "
+    "N at once (an Actions matrix, any mix of runners), then `ghindex merge` them.",
+)
 @json_option
 @click.pass_obj
 def build(
@@ -136,6 +142,7 @@ def build(
     wiki_paths: tuple[str, ...],
     repo: str | None,
     full: bool,
+    shard: str | None,
     as_json: bool,
 ) -> None:
     """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
@@ -149,16 +156,21 @@ def build(
       ghindex build
       ghindex build --git . --wiki ../project.wiki
       ghindex build --precision int8
+      ghindex build --shard 2/4        # one job of four; then: ghindex merge
     """
     from ghindex.config import parse_repo
-    from ghindex.index.build import GitSource
+    from ghindex.index.build import GitSource, Shard
     from ghindex.index.build import build as run_build
+
+    part = Shard.parse(shard) if shard else None
+    if part and full:
+        raise click.UsageError("--shard embeds into the cache only: leave out --full")
 
     settings = obj.settings(model=model, precision=precision, device=device)
     owner = parse_repo(repo) if repo else None
     sources = [GitSource(Path(p), repo=owner) for p in git_paths]
     sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
-    report = run_build(settings, full=full, git=sources, progress=progress(not as_json))
+    report = run_build(settings, full=full, git=sources, progress=progress(not as_json), shard=part)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -170,6 +182,12 @@ def build(
             f"{source['docs_added']} docs added, {source['docs_updated']} updated, "
             f"{source['docs_removed']} removed; {source['commits_added']} commits added"
         )
+    if part:
+        say(
+            f"shard {part}: embedded {report.embedded} chunks into the cache in "
+            f"{settings.lance_path} ({report.seconds:.1f}s); no index written"
+        )
+        return
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items()) or "nothing"
     say(f"indexed {counts}: {report.chunks} chunks in {settings.lance_path}")
     say(

@@ -78,6 +78,38 @@ class BuildReport:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """Shard `number` of `count` (from 1): the chunks whose content hash falls in it.
+    A hash decides, so every job of a matrix agrees on the split with no list shared,
+    and the same text is one shard's wherever it appears."""
+
+    number: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """`I/N`, as `build --shard 2/4` takes it."""
+        number, slash, count = text.partition("/")
+        if not (slash and number.isdigit() and count.isdigit()):
+            raise ConfigError(f"--shard takes I/N, e.g. 2/4 (shard 2 of 4), not {text!r:.40}")
+        shard = cls(int(number), int(count))
+        if not 1 <= shard.number <= shard.count <= MAX_SHARDS:
+            raise ConfigError(
+                f"--shard {text}: I must be 1 to N and N at most {MAX_SHARDS}, e.g. 2/4"
+            )
+        return shard
+
+    def holds(self, content_hash: str) -> bool:
+        return int(content_hash[:12], 16) % self.count == self.number - 1
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.count}"
+
+
+MAX_SHARDS = 256  # an Actions matrix holds at most 256 jobs
+
+
+@dataclass(frozen=True)
 class GitSource:
     """A local clone to read docs and commits (or wiki pages) from."""
 
@@ -97,12 +129,16 @@ def build(
     precision: str | None = None,
     embedder_factory: Callable[[str], Any] | None = None,
     progress: Progress | None = None,
+    shard: Shard | None = None,
 ) -> BuildReport:
     """Index the state database of `settings.workdir` into `settings.lance_path`, with
     vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
     replaces the encoder `build_encoder` would choose (tests, the eval harness): its
     vectors must be of that precision, and its `encode(texts, progress=None)` calls
-    `progress(n)` as each n texts are done. `progress` counts the rows embedded."""
+    `progress(n)` as each n texts are done. `progress` counts the rows embedded.
+    `shard` (I of N): embed only the chunks of that shard into the cache and stop
+    there, writing no index: N such builds run in parallel (an Actions matrix) and
+    `ghindex merge` joins their caches, so the full build after it embeds nothing."""
     progress = progress or Progress()
     say = progress.note
     started = time.perf_counter()
@@ -158,6 +194,10 @@ def build(
         hashes = list(dict.fromkeys(c.content_hash for c in chunks))
         vectors = index.cached_vectors(db, model_name, hashes, precision)
         missing = [h for h in hashes if h not in vectors]
+        if shard is not None:
+            others = len(missing)
+            missing = [h for h in missing if shard.holds(h)]
+            say(f"shard {shard}: {len(missing)} of the {others} chunks to embed are this shard's")
         texts = {c.content_hash: c.text for c in chunks}
         dimension = index.cache_dimension(db, model_name, precision) or 0
         encoder = None
@@ -170,6 +210,27 @@ def build(
                 for part, made in _embed_in_slices(embedder, missing, texts, counted.advance):
                     index.add_to_cache(db, model_name, part, made, precision)
                     vectors.update(zip(part, made, strict=True))
+        if shard is not None:  # the cache is the shard's whole output
+            return BuildReport(
+                model=model_name,
+                dimension=dimension,
+                documents=len(documents),
+                chunks=len(chunks),
+                embedded=len(missing),
+                from_cache=len(hashes) - others,
+                inserted=0,
+                updated=0,
+                deleted=0,
+                seconds=round(time.perf_counter() - started, 3),
+                counts=dict(sorted(Counter(d.type for d in documents).items())),
+                notes=[
+                    *notes,
+                    f"shard {shard}: vectors only, no index; join the shards with "
+                    "`ghindex merge` and build",
+                ],
+                precision=precision,
+                encoder=encoder,
+            )
         say("writing the index")
         # --full: beside the serving index, which keeps serving until the switch
         out = staging.begin(settings.lance_path) if full else settings.lance_path
