@@ -151,6 +151,16 @@ def finished(process: subprocess.Popen) -> str:
     return out.decode("utf-8", "replace")
 
 
+def stopped_by_ctrl_c(process: subprocess.Popen, seen: str = "") -> None:
+    """Send Ctrl-C to a resumable command: it ends within seconds, exit 130, its last
+    line saying the work is kept, and no traceback."""
+    code, took, err = stop(process, signal.SIGINT)
+    assert code == 130, seen + err
+    assert took < 5, took
+    assert err.strip().splitlines()[-1] == INTERRUPTED, err
+    assert "Traceback" not in err
+
+
 def stored(workdir) -> dict[str, list[str]]:
     """Every handle in the state's item tables, sorted."""
     return {
@@ -179,12 +189,8 @@ def test_a_fetch_stopped_by_ctrl_c_says_so_and_a_rerun_stores_everything_once(gi
         assert fetch.poll() is None, "the fetch ended before it was interrupted"
         assert time.monotonic() < deadline, "the fetch never reached its third page"
         time.sleep(0.02)
-    code, took, err = stop(fetch, signal.SIGINT)
+    stopped_by_ctrl_c(fetch)
 
-    assert code == 130, err
-    assert took < 5, took
-    assert err.strip().splitlines()[-1] == INTERRUPTED, err
-    assert "Traceback" not in err
     kept = rows(workdir, "SELECT count(*), count(DISTINCT handle) FROM issues")[0]
     assert kept[0] == kept[1] and 0 < kept[0] < 500, kept  # some pages kept, none twice
 
@@ -206,12 +212,8 @@ def test_a_build_stopped_while_embedding_says_so_and_a_rerun_finishes_it(isolate
     )
     build = ghindex(["build"], workdir)
     seen = read_until(build.stderr, r"[1-9][\d,]* / [\d,]+ rows embedded", deadline=120)
-    code, took, err = stop(build, signal.SIGINT)
+    stopped_by_ctrl_c(build, seen)
 
-    assert code == 130, seen + err
-    assert took < 5, took
-    assert err.strip().splitlines()[-1] == INTERRUPTED, err
-    assert "Traceback" not in err
     assert not (workdir / "manifest.json").exists()  # no index yet: nothing half-made serves
 
     finished(ghindex(["build"], workdir))
@@ -225,12 +227,8 @@ def test_the_demo_stopped_by_ctrl_c_says_so_and_a_rerun_finishes_it(isolated):
     demo = ghindex(["demo"], workdir)
     # past the first step of embedding (256 rows), which a stopped build hands over
     seen = read_until(demo.stderr, r"[3-9]\d\d / [\d,]+ rows embedded", deadline=120)
-    code, took, err = stop(demo, signal.SIGINT)
+    stopped_by_ctrl_c(demo, seen)
 
-    assert code == 130, seen + err
-    assert took < 5, took
-    assert err.strip().splitlines()[-1] == INTERRUPTED, err
-    assert "Traceback" not in err
     assert not (workdir / "demo" / "manifest.json").exists()  # no half-made demo reads
 
     said = finished(ghindex(["demo"], workdir))
