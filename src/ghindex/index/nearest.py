@@ -1,14 +1,20 @@
 """Each entity's nearest entities by text, listed at build time in `lance/nearest.parquet`.
 
 An entity's vector is the mean of its chunks' vectors, normalised; its neighbours are
-the `K` other entities with the highest cosine between those vectors, exactly (no
-approximate index; ties to the entity met first). `ghindex related` answers from this
+the `K` other entities with the highest cosine between those vectors (ties to the
+entity met first): exactly up to `EXACT_ENTITIES` entities, and above that from
+candidates found by clustering (below). `ghindex related` answers from this
 file with DuckDB: neither LanceDB nor a model is loaded, so a cold `related` costs what
 a `show` does. A snapshot whose manifest lists no such file (built by an older ghindex)
 is answered from the index as before (`Searcher.nearest`).
 
-Cost. A first build scores every pair: E²·d multiply-adds for E entities of d
-dimensions, in blocks of rows, each row's top K found without sorting it (`_top`).
+Cost. A first build of up to `EXACT_ENTITIES` entities scores every pair: E²·d
+multiply-adds for E entities of d dimensions, in blocks of rows, each row's top K
+found without sorting it (`_top`). A larger one would take hours that way (100k
+entities: 209 CPU-s, growing as E²), so its entities are grouped by spherical k-means
+into about √E clusters, and each entity is scored exactly against the members of the
+`PROBED` clusters nearest its own: E^1.5 work, spread over the cores, with ≥ 0.95 of
+the exact top 10 kept (bench/README.md, "1M rows").
 Later builds are incremental and still exact: each entity carries a digest of its
 chunks' content, and only the entities whose digest changed (or that are new) are
 scored against all; every other entity keeps its list, merged with the changed ones'
@@ -28,8 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +56,10 @@ _BLOCK_CELLS = 16_000_000  # similarities held at once (64 MB of float32)
 _GROUP = 64  # columns per group when bounding a row's top K (see `_top`)
 ROW_GROUP = 32_768  # rows per Parquet row group: ~3,000 entities each
 NOT_A_VECTOR = -2.0  # the score of a vector that is not one (NaN): below any cosine
+EXACT_ENTITIES = 20_000  # above: candidates from clusters, when many rows are scored
+PROBED = 24  # clusters whose members are an entity's candidates: its own and the nearest
+_SAMPLE = 64  # entities per cluster that k-means is trained on
+_ROUNDS = 8  # k-means iterations
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
 
@@ -105,22 +117,101 @@ def neighbours(
     means: np.ndarray, k: int = K, rows: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(indices, cosines) of the `k` nearest other entities of each of `rows` (default:
-    all), nearest first; fewer columns when there are fewer than k + 1 entities."""
+    all), nearest first; fewer columns when there are fewer than k + 1 entities. Exact,
+    unless more than `EXACT_ENTITIES` entities are scored against more than as many."""
     count = means.shape[0]
     rows = np.arange(count) if rows is None else np.asarray(rows, dtype=np.int64)
     keep = min(k, count - 1)
-    found = np.zeros((len(rows), max(keep, 0)), dtype=np.int64)
-    scores = np.zeros((len(rows), max(keep, 0)), dtype=np.float32)
+    if keep > 0 and count > EXACT_ENTITIES and len(rows) > EXACT_ENTITIES:
+        return _clustered(means, rows, keep)
+    return _scored(means, rows, np.arange(count), max(keep, 0))
+
+
+def _scored(
+    means: np.ndarray, rows: np.ndarray, columns: np.ndarray, keep: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `rows`' `keep` best among `columns` (sorted entity indices), never itself."""
+    found = np.zeros((len(rows), keep), dtype=np.int64)
+    scores = np.zeros((len(rows), keep), dtype=np.float32)
     if keep <= 0 or not len(rows):
         return found, scores
-    block = max(1, min(len(rows), _BLOCK_CELLS // count))
+    against = means[columns].T
+    block = max(1, min(len(rows), _BLOCK_CELLS // len(columns)))
     for start in range(0, len(rows), block):
         picked = rows[start : start + block]
-        sims = means[picked] @ means.T
+        sims = means[picked] @ against
         np.nan_to_num(sims, copy=False, nan=NOT_A_VECTOR)
-        sims[np.arange(len(picked)), picked] = -np.inf  # not itself
-        found[start : start + block], scores[start : start + block] = _top(sims, keep)
+        at = np.minimum(np.searchsorted(columns, picked), len(columns) - 1)
+        own = columns[at] == picked  # `columns` is sorted: where each row itself is
+        sims[np.flatnonzero(own), at[own]] = -np.inf  # not itself
+        where, scores[start : start + block] = _top(sims, keep)
+        found[start : start + block] = columns[where]
     return found, scores
+
+
+def _clustered(means: np.ndarray, rows: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """`neighbours` from candidates: the rows of each cluster are scored against the
+    members of the `PROBED` clusters whose centres are nearest that cluster's centre
+    (more when those hold too few), on every core."""
+    clean = np.nan_to_num(means)
+    centres = _kmeans(clean, max(1, round(math.sqrt(len(means)))))
+    home = _nearest_centre(clean, centres)
+    members = _members(home, len(centres))
+    close = centres @ centres.T
+    found = np.zeros((len(rows), keep), dtype=np.int64)
+    scores = np.zeros((len(rows), keep), dtype=np.float32)
+    asked = home[rows]
+    order = np.argsort(asked, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(asked[order]) != 0]) if len(rows) else []
+
+    def one(start: int, end: int) -> None:
+        at = order[start:end]
+        cluster = asked[at[0]]
+        candidates, taken = [], 0
+        for other in np.argsort(-close[cluster], kind="stable"):
+            candidates.append(members[other])
+            taken += len(members[other])
+            if len(candidates) >= PROBED and taken > 4 * (keep + 1):
+                break
+        columns = np.sort(np.concatenate(candidates))
+        found[at], scores[at] = _scored(means, rows[at], columns, min(keep, len(columns) - 1))
+
+    bounds = list(zip(starts, [*starts[1:], len(rows)], strict=True))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda b: one(*b), bounds))
+    return found, scores
+
+
+def _kmeans(vectors: np.ndarray, clusters: int) -> np.ndarray:
+    """Unit centres of `clusters` spherical k-means clusters, trained on a fixed sample
+    (the same entities give the same clusters on every build)."""
+    rng = np.random.default_rng(0)
+    sample = vectors[rng.choice(len(vectors), min(len(vectors), _SAMPLE * clusters), False)]
+    centres = sample[rng.choice(len(sample), clusters, replace=False)].copy()
+    for _ in range(_ROUNDS):
+        assigned = _nearest_centre(sample, centres)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, assigned, sample)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        centres = np.where(norms > 0, sums / np.where(norms == 0, 1.0, norms), centres)
+    return centres.astype(np.float32)
+
+
+def _nearest_centre(vectors: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    block = max(1, _BLOCK_CELLS // len(centres))
+    return np.concatenate(
+        [
+            np.argmax(vectors[start : start + block] @ centres.T, axis=1)
+            for start in range(0, len(vectors), block)
+        ]
+        or [np.zeros(0, dtype=np.int64)]
+    )
+
+
+def _members(home: np.ndarray, clusters: int) -> list[np.ndarray]:
+    order = np.argsort(home, kind="stable")
+    cuts = np.searchsorted(home[order], np.arange(clusters + 1))
+    return [order[cuts[c] : cuts[c + 1]] for c in range(clusters)]
 
 
 def _top(sims: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from ghindex.index.chunking import Chunk
 os.environ.setdefault("LANCEDB_LOG", "error")
 
 import lancedb
-from lancedb.index import FTS, IvfHnswSq
+from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq, LabelList
 
 CHUNKS = "chunks"
 EMBEDDINGS_PREFIX = "embeddings_"
@@ -211,24 +212,29 @@ def add_to_cache(
 def write_chunks(
     db: lancedb.DBConnection,
     model: str,
-    chunks: Sequence[Chunk],
-    vectors: dict[str, np.ndarray],
+    chunks: Iterable[Chunk],
+    vectors: Mapping[str, np.ndarray],
     dimension: int,
     *,
     precision: str = FP32,
     prune: bool = False,
 ) -> dict[str, int]:
     """Make `chunks` hold exactly these chunks; returns rows inserted/updated/deleted.
-    `prune` compacts the table and drops its older versions now (see `maintain`). The
-    caller has checked (`check_model`) that the table holds `model`'s `precision`."""
+    The rows are streamed to LanceDB `WRITE_BATCH` at a time, so the memory a write
+    takes is the batch's, not the table's. `prune` compacts the table and drops its
+    older versions now (see `maintain`). The caller has checked (`check_model`) that the
+    table holds `model`'s `precision`."""
     schema = chunks_schema(model, dimension, precision)
-    table_data = _chunk_rows(chunks, vectors, schema, dimension)
+    written = [0]
+    rows = pa.RecordBatchReader.from_batches(
+        schema, _chunk_batches(chunks, vectors, schema, dimension, written)
+    )
     if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
         # written by another ghindex version: recreate it (vectors come from the cache)
         db.drop_table(CHUNKS)
     if CHUNKS not in table_names(db):
-        table = db.create_table(CHUNKS, table_data, schema=schema)
-        result = {"inserted": table_data.num_rows, "updated": 0, "deleted": 0}
+        table = db.create_table(CHUNKS, rows, schema=schema)
+        result = {"inserted": written[0], "updated": 0, "deleted": 0}
     else:
         table = db.open_table(CHUNKS)
         merged = (
@@ -236,14 +242,14 @@ def write_chunks(
             .when_matched_update_all(where="target.row_hash != source.row_hash")
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete()
-            .execute(table_data)
+            .execute(rows)
         )
         result = {
             "inserted": merged.num_inserted_rows,
             "updated": merged.num_updated_rows,
             "deleted": merged.num_deleted_rows,
         }
-    _ensure_fts(table, prune)
+    _ensure_indexes(table, prune)
     return result
 
 
@@ -263,18 +269,56 @@ REINDEX_SHARE = 0.10
 
 
 # Below this many chunks an exact scan is fast enough (bench/README.md: ~1.2 µs a
-# chunk); above it an IVF_HNSW_SQ index answers in a few ms at recall@10 ≈ 0.95, and
-# search refines its candidates with exact distances.
+# chunk); above it an IVF_HNSW_SQ index answers in a few ms, and search refines its
+# candidates with exact distances (`vector_search`).
 VECTOR_INDEX_ROWS = 50_000
+PARTITION_ROWS = 4_096  # rows per IVF partition the index is trained for
+PROBED_SHARE = 0.10  # of the partitions a query searches: recall@10 ≥ 0.95 at 1M rows
+MIN_PROBES = 20
+REFINE_FACTOR = 5  # exact distances over 5× the rows asked for
+
+# What filters and the exact-reference lookup read, indexed once the table is large
+# enough for a scan of these columns to cost more than the index's upkeep: a BTree
+# where values are many (identifiers, people, times), a bitmap where they are few, a
+# label list for lists matched by `array_has_any`.
+SCALAR_INDEX_ROWS = 20_000
+SCALAR_INDEXES: dict[str, type] = {
+    "handle": BTree,
+    "entity": BTree,
+    "repo": BTree,
+    "number": BTree,
+    "author": BTree,
+    "updated_at": BTree,
+    "type": Bitmap,
+    "entity_type": Bitmap,
+    "state": Bitmap,
+    "labels": LabelList,
+}
 
 
-def _ensure_fts(table, prune: bool = False) -> None:
+def _ensure_indexes(table, prune: bool = False) -> None:
     indices = table.list_indices()
     fts = [i for i in indices if i.index_type == "FTS"]
     if not fts:
         table.create_index("text", config=FTS(with_position=False))
     ensure_vector_index(table)
+    ensure_scalar_indexes(table, {c for i in indices for c in i.columns})
     maintain(table, unindexed=(fts[0].num_unindexed_rows or 0) if fts else 0, force=prune)
+
+
+def ensure_scalar_indexes(
+    table, indexed: set[str] | None = None, min_rows: int | None = None
+) -> list[str]:
+    """The filter columns' indexes, made once the table holds `min_rows`: new rows are
+    searched unindexed until `maintain` folds them in. Returns the columns indexed now."""
+    if indexed is None:
+        indexed = {c for i in table.list_indices() for c in i.columns}
+    todo = [c for c in SCALAR_INDEXES if c not in indexed]
+    if not todo or table.count_rows() < (SCALAR_INDEX_ROWS if min_rows is None else min_rows):
+        return []
+    for column in todo:
+        table.create_index(column, config=SCALAR_INDEXES[column]())
+    return todo
 
 
 def has_vector_index(table) -> bool:
@@ -285,10 +329,23 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_ROWS) -> bool:
     """Build the ANN index once the table is large enough; True when one exists."""
     if has_vector_index(table):
         return True
-    if table.count_rows() < min_rows:
+    rows = table.count_rows()
+    if rows < min_rows:
         return False
-    table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+    table.create_index(
+        "vector", config=IvfHnswSq(distance_type="cosine", num_partitions=partitions(rows))
+    )
     return True
+
+
+def partitions(rows: int) -> int:
+    return max(1, round(rows / PARTITION_ROWS))
+
+
+def probes(rows: int) -> int:
+    """Partitions a query searches in an index of `rows` rows (more as the table grows:
+    a fixed number searches an ever smaller share of it, and recall falls)."""
+    return max(MIN_PROBES, math.ceil(PROBED_SHARE * partitions(rows)))
 
 
 def prune_caches(db: lancedb.DBConnection, keep: Iterable[str]) -> int:
@@ -331,9 +388,32 @@ def maintain(table, *, unindexed: int = 0, force: bool = False) -> bool:
     return due
 
 
+WRITE_BATCH = 8_192  # rows converted and handed to LanceDB at once
+
+
+def _chunk_batches(
+    chunks: Iterable[Chunk],
+    vectors: Mapping[str, np.ndarray],
+    schema: pa.Schema,
+    dimension: int,
+    written: list[int],
+) -> Iterator[pa.RecordBatch]:
+    """The rows of `chunks`, `WRITE_BATCH` at a time; `written[0]` counts them."""
+    batch: list[Chunk] = []
+    for chunk in chunks:
+        batch.append(chunk)
+        if len(batch) == WRITE_BATCH:
+            written[0] += len(batch)
+            yield _chunk_rows(batch, vectors, schema, dimension)
+            batch = []
+    if batch:
+        written[0] += len(batch)
+        yield _chunk_rows(batch, vectors, schema, dimension)
+
+
 def _chunk_rows(
-    chunks: Sequence[Chunk], vectors: dict[str, np.ndarray], schema: pa.Schema, dimension: int
-) -> pa.Table:
+    chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], schema: pa.Schema, dimension: int
+) -> pa.RecordBatch:
     matrix = (
         np.stack([vectors[c.content_hash] for c in chunks]).astype(np.float32)
         if chunks
@@ -366,11 +446,11 @@ def _chunk_rows(
     }
     visible = [values for name, values in columns.items() if name != "vector"]
     columns["row_hash"] = [_row_hash(row) for row in zip(*visible, strict=True)]
-    return pa.table(
-        {
-            name: pa.array(values, schema.field(name).type) if name != "vector" else values
+    return pa.record_batch(
+        [
+            pa.array(values, schema.field(name).type) if name != "vector" else values
             for name, values in columns.items()
-        },
+        ],
         schema=schema,
     )
 

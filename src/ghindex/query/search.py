@@ -92,7 +92,10 @@ class Searcher:
         if index.CHUNKS not in index.table_names(db):
             raise IndexUnusable(f"no index at {lance_path}: run `ghindex build` first")
         self.table = db.open_table(index.CHUNKS)
-        self._indexed = index.has_vector_index(self.table)
+        # probes and refinement grow with the table (see `index.probes`); no index: exact
+        self._probes = (
+            index.probes(self.table.count_rows()) if index.has_vector_index(self.table) else 0
+        )
         model = index.index_model(db)
         self.model_name = model[0] if model else None
         self.precision = index.index_precision(db)  # queries are embedded alike
@@ -219,8 +222,7 @@ class Searcher:
         centre = np.mean(np.stack(vectors), axis=0)
         centre = centre / (np.linalg.norm(centre) or 1.0)
         rows = (
-            self.table.search(centre, query_type="vector")
-            .distance_type("cosine")
+            self._knn(centre)
             .where(f"entity != {literal(entity)}", prefilter=True)
             .select(_COLUMNS)
             .limit(20 * k)
@@ -242,16 +244,20 @@ class Searcher:
         with self._loading:  # concurrent first queries load (or export) the model once
             if self._embedder is None:
                 self._embedder = self._embedder_factory(self.model_name, self.precision)
-        vector = self._embedder.encode([query])[0]
-        search = self.table.search(vector, query_type="vector").distance_type("cosine")
-        if self._indexed:
-            search = search.refine_factor(5)  # exact distances over 5× the candidates
+        search = self._knn(self._embedder.encode([query])[0])
         if where:
             search = search.where(where, prefilter=True)
         rows = search.select(_LIGHT).with_row_id(True).limit(depth).to_list()
         for row in rows:
             row["_score"] = 1.0 - float(row.pop("_distance"))
         return rows
+
+    def _knn(self, vector: Any) -> Any:
+        """A cosine kNN query, through the vector index when there is one."""
+        search = self.table.search(vector, query_type="vector").distance_type("cosine")
+        if self._probes:
+            search = search.nprobes(self._probes).refine_factor(index.REFINE_FACTOR)
+        return search
 
     def _sparse(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
         # a MatchQuery takes the words as they are: no query syntax, so "--full",
