@@ -90,13 +90,22 @@ def test_two_shards_embedded_apart_and_merged_equal_one_build(isolated):
     for name in ("one", "two", "whole", "work"):
         shutil.copytree(isolated / "fetched", isolated / name)
     embedders = {name: HashEmbedder() for name in ("one", "two", "whole", "work")}
+    # a plan counts the work (all of it, and each shard's) and does nothing else
+    plans = [
+        build(settings_for(isolated / "one"), shard=shard, plan=True, embedder_factory=never)
+        for shard in (None, Shard(1, 2), Shard(2, 2))
+    ]
+    assert plans[0].to_embed == plans[1].to_embed + plans[2].to_embed > 0
+    assert all(p.embedded == 0 and p.inserted == 0 for p in plans)
+    assert not (isolated / "one" / "manifest.json").exists()
+    assert index.index_model(index.connect(isolated / "one" / "lance")) is None
     for number, name in ((1, "one"), (2, "two")):
         report = build(
             settings_for(isolated / name),
             shard=Shard(number, 2),
             embedder_factory=hash_factory(embedders[name]),
         )
-        assert report.embedded == sum(embedders[name].calls) > 0
+        assert report.embedded == sum(embedders[name].calls) == plans[number].to_embed
         assert not (isolated / name / "manifest.json").exists()  # vectors only
         assert index.index_model(index.connect(isolated / name / "lance")) is None
     whole = build(
@@ -104,6 +113,9 @@ def test_two_shards_embedded_apart_and_merged_equal_one_build(isolated):
     )
     # the shards split the work: together every chunk once, no chunk twice
     assert sum(embedders["one"].calls) + sum(embedders["two"].calls) == whole.embedded
+    assert whole.embedded == plans[0].to_embed
+    again = build(settings_for(isolated / "whole"), plan=True, embedder_factory=never)
+    assert again.to_embed == 0 and again.from_cache == whole.chunks
 
     target = settings_for(isolated / "work")
     merged = merge(
@@ -121,6 +133,29 @@ def test_two_shards_embedded_apart_and_merged_equal_one_build(isolated):
         return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
 
     assert chunks(isolated / "work") == chunks(isolated / "whole")
+
+
+def never(_model):
+    raise AssertionError("a plan loads no model")
+
+
+def test_plan_says_what_there_is_to_embed_in_one_line_or_json(isolated, run):
+    store_issues(
+        settings_for(isolated / "work"),
+        [issue_node(n, title=f"Issue {n}", body=f"Body {n}. " * 20) for n in range(1, 6)],
+    )
+    planned = run("build", "--plan", "--json")
+    assert planned.exit_code == 0, planned.output
+    report = json.loads(planned.stdout)
+    assert report["to_embed"] == report["chunks"] > 0 and report["embedded"] == 0
+    text = run("build", "--plan", "--shard", "1/3")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.strip().endswith("nothing embedded or indexed")
+    assert "in shard 1/3" in text.stdout
+    refused = run("build", "--plan", "--full")
+    assert refused.exit_code != 0 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--plan" in refused.stderr
+    assert not (isolated / "work" / "manifest.json").exists()
 
 
 @pytest.mark.parametrize("given", ["0/2", "3/2", "2", "a/b", "1/300", "-1/2"])

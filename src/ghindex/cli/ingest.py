@@ -21,6 +21,7 @@ from ghindex.cli.base import (
 )
 from ghindex.cli.output import emit_json, progress, say
 from ghindex.config import DEFAULT_DEVICE, DEVICES, github_token
+from ghindex.errors import ConfigError
 
 
 @cli.command()
@@ -131,6 +132,12 @@ def fetch(
     help="Embed only shard I of N of the chunks into the cache, writing no index: run "
     "N at once (an Actions matrix, any mix of runners), then `ghindex merge` them.",
 )
+@click.option(
+    "--plan",
+    is_flag=True,
+    help="Count the chunks the build would embed (not in the cache; with --shard, that "
+    "shard's) and stop: no model is loaded and no index written.",
+)
 @json_option
 @click.pass_obj
 def build(
@@ -143,6 +150,7 @@ def build(
     repo: str | None,
     full: bool,
     shard: str | None,
+    plan: bool,
     as_json: bool,
 ) -> None:
     """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
@@ -157,6 +165,7 @@ def build(
       ghindex build --git . --wiki ../project.wiki
       ghindex build --precision int8
       ghindex build --shard 2/4        # one job of four; then: ghindex merge
+      ghindex build --plan --json      # how much there is to embed
     """
     from ghindex.config import parse_repo
     from ghindex.index.build import GitSource, Shard
@@ -164,13 +173,17 @@ def build(
 
     part = Shard.parse(shard) if shard else None
     if part and full:
-        raise click.UsageError("--shard embeds into the cache only: leave out --full")
+        raise ConfigError("--shard embeds into the cache only: leave out --full")
+    if plan and full:
+        raise ConfigError("--plan counts what a build would embed: leave out --full")
 
     settings = obj.settings(model=model, precision=precision, device=device)
     owner = parse_repo(repo) if repo else None
     sources = [GitSource(Path(p), repo=owner) for p in git_paths]
     sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
-    report = run_build(settings, full=full, git=sources, progress=progress(not as_json), shard=part)
+    report = run_build(
+        settings, full=full, git=sources, progress=progress(not as_json), shard=part, plan=plan
+    )
     if as_json:
         emit_json(report.as_dict())
         return
@@ -182,6 +195,13 @@ def build(
             f"{source['docs_added']} docs added, {source['docs_updated']} updated, "
             f"{source['docs_removed']} removed; {source['commits_added']} commits added"
         )
+    if plan:
+        say(
+            f"{report.to_embed} of {report.chunks} chunks to embed"
+            + (f" in shard {part}" if part else "")
+            + f", {report.from_cache} in the cache; nothing embedded or indexed"
+        )
+        return
     if part:
         say(
             f"shard {part}: embedded {report.embedded} chunks into the cache in "

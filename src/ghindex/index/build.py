@@ -72,6 +72,7 @@ class BuildReport:
     precision: str = DEFAULT_PRECISION  # of every vector in the index
     encoder: str | None = None  # "onnx" or "torch" when this build embedded anything
     nearest: int = 0  # entities whose nearest items `lance/nearest.parquet` lists
+    to_embed: int = 0  # chunks not in the cache (this shard's, with a shard)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +131,7 @@ def build(
     embedder_factory: Callable[[str], Any] | None = None,
     progress: Progress | None = None,
     shard: Shard | None = None,
+    plan: bool = False,
 ) -> BuildReport:
     """Index the state database of `settings.workdir` into `settings.lance_path`, with
     vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
@@ -138,7 +140,9 @@ def build(
     `progress(n)` as each n texts are done. `progress` counts the rows embedded.
     `shard` (I of N): embed only the chunks of that shard into the cache and stop
     there, writing no index: N such builds run in parallel (an Actions matrix) and
-    `ghindex merge` joins their caches, so the full build after it embeds nothing."""
+    `ghindex merge` joins their caches, so the full build after it embeds nothing.
+    `plan`: stop before the model is loaded, having counted what is to embed
+    (`to_embed`), so that a workflow can choose how many shards to run."""
     progress = progress or Progress()
     say = progress.note
     started = time.perf_counter()
@@ -193,6 +197,7 @@ def build(
         chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
         hashes = list(dict.fromkeys(c.content_hash for c in chunks))
         vectors = index.cached_vectors(db, model_name, hashes, precision)
+        cached = len(vectors)
         missing = [h for h in hashes if h not in vectors]
         if shard is not None:
             others = len(missing)
@@ -201,6 +206,29 @@ def build(
         texts = {c.content_hash: c.text for c in chunks}
         dimension = index.cache_dimension(db, model_name, precision) or 0
         encoder = None
+
+        def unindexed(note: str) -> BuildReport:
+            """The report of a build that stopped before the index: a plan or a shard."""
+            return BuildReport(
+                model=model_name,
+                dimension=dimension,
+                documents=len(documents),
+                chunks=len(chunks),
+                embedded=0 if plan else len(missing),
+                from_cache=cached,
+                inserted=0,
+                updated=0,
+                deleted=0,
+                seconds=round(time.perf_counter() - started, 3),
+                counts=dict(sorted(Counter(d.type for d in documents).items())),
+                notes=[*notes, note],
+                precision=precision,
+                encoder=encoder,
+                to_embed=len(missing),
+            )
+
+        if plan:
+            return unindexed(f"plan: {len(missing)} chunks to embed, nothing embedded")
         if missing or not dimension:
             say(f"loading model {model_name} ({precision})")
             embedder = _embedder(model_name, precision, settings, embedder_factory)
@@ -211,25 +239,9 @@ def build(
                     index.add_to_cache(db, model_name, part, made, precision)
                     vectors.update(zip(part, made, strict=True))
         if shard is not None:  # the cache is the shard's whole output
-            return BuildReport(
-                model=model_name,
-                dimension=dimension,
-                documents=len(documents),
-                chunks=len(chunks),
-                embedded=len(missing),
-                from_cache=len(hashes) - others,
-                inserted=0,
-                updated=0,
-                deleted=0,
-                seconds=round(time.perf_counter() - started, 3),
-                counts=dict(sorted(Counter(d.type for d in documents).items())),
-                notes=[
-                    *notes,
-                    f"shard {shard}: vectors only, no index; join the shards with "
-                    "`ghindex merge` and build",
-                ],
-                precision=precision,
-                encoder=encoder,
+            return unindexed(
+                f"shard {shard}: vectors only, no index; join the shards with "
+                "`ghindex merge` and build"
             )
         say("writing the index")
         # --full: beside the serving index, which keeps serving until the switch
@@ -252,7 +264,8 @@ def build(
             documents=len(documents),
             chunks=len(chunks),
             embedded=len(missing),
-            from_cache=len(hashes) - len(missing),
+            from_cache=cached,
+            to_embed=len(missing),
             seconds=round(time.perf_counter() - started, 3),
             counts=counts,
             git=git_reports,
