@@ -110,9 +110,14 @@ def base_vectors(documents: list[list[Chunk]], embedder: Any) -> dict[str, np.nd
 
 
 def synthesise(
-    documents: list[list[Chunk]], vectors: dict[str, np.ndarray], size: int, seed: int = 0
+    documents: list[list[Chunk]],
+    vectors: dict[str, np.ndarray],
+    size: int,
+    seed: int = 0,
+    spread: float = 0.01,
 ) -> tuple[list[Chunk], dict[str, np.ndarray]]:
-    """`size` chunks: copies of the base documents with new identities and nearby vectors."""
+    """`size` chunks: copies of the base documents with new identities and nearby vectors
+    (the base vector plus normal noise of `spread` per dimension, re-normalised)."""
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)
     chunks: list[Chunk] = []
@@ -130,7 +135,7 @@ def synthesise(
                 digest = hashlib.sha256(f"{number}:{text}".encode()).hexdigest()
                 vector = vectors[chunk.content_hash]
                 if not first_copy:
-                    vector = vector + rng.normal(0.0, 0.01, vector.shape).astype(np.float32)
+                    vector = vector + rng.normal(0.0, spread, vector.shape).astype(np.float32)
                     vector /= np.linalg.norm(vector)
                 out[digest] = vector
                 chunks.append(Chunk(f"{doc.handle}::{chunk.index}", doc, chunk.index, text, digest))
