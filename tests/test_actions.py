@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import warnings
@@ -190,8 +191,8 @@ def test_callers_pass_only_inputs_that_exist():
 
 
 def test_the_reusable_workflow_runs_the_action_of_this_release():
-    uses = [s["uses"] for s in steps_of(load(REUSABLE)) if "ghindex/ghindex" in s.get("uses", "")]
-    assert uses == [f"ghindex/ghindex/chain@{TAG}", f"ghindex/ghindex@{TAG}"]
+    uses = {s["uses"] for s in steps_of(load(REUSABLE)) if "ghindex/ghindex" in s.get("uses", "")}
+    assert uses == {f"ghindex/ghindex/chain@{TAG}", f"ghindex/ghindex@{TAG}"}
 
 
 def parse(args):
@@ -485,6 +486,53 @@ def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
     assert Path(outputs["snapshot-path"]) == tmp_path / "workspace" / "shard"
     assert json.loads(outputs["counts"]) == {"chunks": 12, "issue": 6, "issue_comment": 6}
     assert (tmp_path / "workspace" / "shard" / "state.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_a_large_first_build_splits_its_embedding_over_jobs_and_publishes_once(github, tmp_path):
+    """`update` with `shard-above` stops after the fetch with the jobs to run; each embeds
+    its shard from a copy of that workdir (mode `embed`) and hands on its cache alone;
+    the update given those caches embeds nothing and publishes."""
+    serve_tiny_repo(github)
+    store = tmp_path / "store"
+    inputs = {"store": str(store), "git": "false", "shard-above": "4"}
+
+    planned = ActionRun(tmp_path, github.url, github.token, inputs).step("run")
+
+    shards = json.loads(planned["shards"])
+    to_embed = int(planned["to-embed"])
+    assert to_embed == 6 and shards == ["1/2", "2/2"]  # 3 issues and 3 comments, 4 a job
+    assert planned["snapshot-id"] == "" and planned["embedded"] == "0"
+    assert not (store / "LATEST").exists()  # nothing published
+    workdir = Path(planned["snapshot-path"])
+
+    vectors = tmp_path / "vectors"
+    embedded = 0
+    for shard in shards:
+        runner = f"embed-{shard.replace('/', '-')}"
+        copy = tmp_path / runner / "work"
+        shutil.copytree(workdir, copy)
+        job = {"mode": "embed", "workdir": str(copy), "shard": shard, "git": "false"}
+        out = ActionRun(tmp_path, github.url, github.token, job, runner=runner).step("run")
+        embedded += int(out["embedded"])
+        assert not list((Path(out["vectors-path"]) / "lance").glob("chunks*"))  # cache only
+        shutil.copytree(out["vectors-path"], vectors / runner)
+    assert embedded == to_embed
+
+    final = {**inputs, "vectors": str(vectors)}
+    published = ActionRun(tmp_path, github.url, github.token, final, runner="final").step("run")
+
+    assert published["embedded"] == "0" and json.loads(published["shards"]) == []
+    assert published["generation"] == "1"
+    assert published["snapshot-id"] == (store / "LATEST").read_text().strip()
+    assert json.loads(published["counts"])["chunks"] == to_embed
+
+
+def test_the_action_refuses_an_embedding_job_without_its_shard(github, tmp_path):
+    job = {"mode": "embed", "git": "false"}
+    result = ActionRun(tmp_path, github.url, github.token, job).step("run", expect_failure=True)
+    assert result.stdout == "::error::mode embed needs shard: I/N, e.g. 2/4\n"
+    assert github.requests == []
 
 
 @pytest.mark.slow

@@ -134,6 +134,18 @@ def test_two_shards_embedded_apart_and_merged_equal_one_build(isolated):
 
     assert chunks(isolated / "work") == chunks(isolated / "whole")
 
+    # a shard's cache alone (its lance/, without the state every shard shares) is enough
+    only = isolated / "vectors-only"
+    shutil.copytree(isolated / "two" / "lance", only / "lance")
+    late = settings_for(isolated / "late")
+    shutil.copytree(isolated / "one", late.workdir)
+    again = merge(late.workdir, [only], late.model, precision=FP32)
+    assert again.rows == {} and again.shards == [str(only)]
+    assert again.vectors == sum(embedders["two"].calls)
+    late_embedder = HashEmbedder()
+    assert build(late, embedder_factory=hash_factory(late_embedder)).embedded == 0
+    assert chunks(late.workdir) == chunks(isolated / "whole")
+
 
 def never(_model):
     raise AssertionError("a plan loads no model")

@@ -146,10 +146,37 @@ def pull(
 @click.option("--full", is_flag=True, help="Fetch everything and re-read git sources.")
 @force_option
 @max_wait_option
+@click.option(
+    "--shard-above",
+    type=click.IntRange(min=1),
+    metavar="CHUNKS",
+    help="With more than CHUNKS chunks to embed, stop after the fetch and say how many "
+    "embedding jobs (`build --shard I/N`) of CHUNKS each to run first; nothing is published.",
+)
+@click.option(
+    "--vectors",
+    "vector_paths",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    metavar="DIR",
+    help="The workdir (or its lance/ alone) of an embedding job, whose cache joins this "
+    "one's after the pull. Repeatable.",
+)
 @json_option
 @click.pass_obj
 def update(
-    obj: Context, repos, orgs, store, git_paths, wiki_paths, full, force, max_wait, as_json
+    obj: Context,
+    repos,
+    orgs,
+    store,
+    git_paths,
+    wiki_paths,
+    full,
+    force,
+    max_wait,
+    shard_above,
+    vector_paths,
+    as_json,
 ) -> None:
     """Pull the latest snapshot (if any), fetch, build, publish: what CI runs.
 
@@ -157,8 +184,10 @@ def update(
     nothing and leaves the store as it was.
 
     \b
-    Example:
+    Examples:
       ghindex update --repo psf/requests --git . --store s3://my-bucket/ghindex
+      ghindex update --repo kubernetes/kubernetes --store s3://b/k8s --shard-above 100000
+      ghindex update --repo kubernetes/kubernetes --store s3://b/k8s --vectors shards/*
     """
     from ghindex.config import github_token
     from ghindex.github.client import GraphQLClient
@@ -184,12 +213,22 @@ def update(
             force=force,
             git=sources,
             progress=shown,
+            shard_above=shard_above,
+            vectors=[Path(p) for p in vector_paths],
         )
     if as_json:
         emit_json(report)
         return
     for line in report["fetched"]["warnings"]:
         say(f"warning: {line}", err=True)
+    if report["shards"]:
+        count = report["shards"]
+        say(
+            f"{report['built']['to_embed']} chunks to embed, more than {shard_above}: run "
+            f"`ghindex build --shard I/{count}` for I = 1..{count} on copies of "
+            f"{settings.workdir}, then update again with --vectors and their workdirs"
+        )
+        return
     say(report["published"]["snapshot_id"])
 
 

@@ -6,6 +6,10 @@ are keyed by handle, so a repository present in two shards keeps one copy), and
 each shard's embedding cache joins the target's. The following `build` then
 finds every chunk's vector in the cache: the merged index costs no model calls.
 Shards built with another embedding model or precision are refused.
+
+A shard may also be vectors only: a directory holding `lance/` and no state (the
+cache an embedding job of `build --shard I/N` made, carried without the state it
+shares with the others). Only its cache joins (`merge_vectors`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ghindex.config import DEFAULT_PRECISION
+from ghindex.config import DEFAULT_PRECISION, PRECISIONS
 from ghindex.errors import IndexUnusable, StateError
 from ghindex.index import table as index
 from ghindex.progress import Progress
@@ -61,11 +65,12 @@ def merge(
     precision = precision or next((p for p in held if p), DEFAULT_PRECISION)
     report = MergeReport(precision=precision)
     for shard in shards:
-        if not (shard / STATE_FILE).exists():
+        if not (shard / STATE_FILE).exists() and not (shard / INDEX_DIR).is_dir():
             raise StateError(f"{shard} holds no state.duckdb: is it a ghindex workdir?")
         if shard.resolve() == target.resolve():
             raise StateError(f"{shard} is the target workdir itself")
         _check_vectors(shard, model, precision)  # before anything is copied
+    stated = [shard for shard in shards if (shard / STATE_FILE).exists()]
     con = open_state(target / STATE_FILE)
     # what the target's own rows went through counts too (it may hold raw text)
     seen: dict[str, set[str | None]] = {
@@ -83,8 +88,8 @@ def merge(
             ).fetchall()
             if name != MIGRATION_LOG
         }
-        with progress.task("merge", len(shards), unit="shards", verb="copied") as copying:
-            for number, shard in enumerate(shards):
+        with progress.task("merge", len(stated), unit="shards", verb="copied") as copying:
+            for number, shard in enumerate(stated):
                 _copy_state(con, f"shard{number}", shard, keys, seen, report)
                 copying.advance(detail=f"{sum(report.rows.values()):,} rows")
         with transaction(con):
@@ -95,12 +100,36 @@ def merge(
         con = redaction.compact_if_needed(target / STATE_FILE, con)
     finally:
         con.close()
+    report.shards += [str(shard) for shard in shards if shard not in stated]
+    report.vectors = merge_vectors(target, shards, model, (precision,), progress=progress)
+    return report
+
+
+def merge_vectors(
+    target: Path,
+    shards: Sequence[Path],
+    model: str,
+    precisions: Sequence[str] = PRECISIONS,
+    *,
+    progress: Progress | None = None,
+) -> int:
+    """Every shard's caches of `model`'s vectors (of `precisions`) joined to the workdir
+    `target`'s; returns how many vectors the shards held. A cache is keyed by model and
+    precision, so nothing of another model or precision is mixed in."""
+    progress = progress or Progress()
+    shards = [live_root(shard) for shard in shards]
+    for shard in shards:
+        if not (shard / INDEX_DIR).is_dir() and not (shard / STATE_FILE).exists():
+            raise StateError(f"{shard} holds no lance/ directory: is it a ghindex workdir?")
+    shards = [shard for shard in shards if (shard / INDEX_DIR).is_dir()]  # others: no cache
     db = index.connect(target / INDEX_DIR)
+    joined = 0
     with progress.task("merge", len(shards), unit="shard caches", verb="joined") as joining:
         for shard in shards:
-            report.vectors += _merge_cache(db, shard, model, precision)
-            joining.advance(detail=f"{report.vectors:,} vectors")
-    return report
+            for precision in precisions:
+                joined += _merge_cache(db, shard, model, precision)
+            joining.advance(detail=f"{joined:,} vectors")
+    return joined
 
 
 def _copy_state(
