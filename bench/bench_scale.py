@@ -217,12 +217,15 @@ def nearest_child(size: int, spread: float, sample: int) -> dict[str, Any]:
     }
 
 
-def _child(*args: str) -> dict[str, Any]:
+def _child(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    import os
+
     done = subprocess.run(
         [sys.executable, "-m", "bench.bench_scale", "--child", *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         raise SystemExit(f"bench child {args[0]} failed:\n{done.stderr[-3000:]}")
@@ -242,6 +245,13 @@ def main() -> None:
         help="noise per dimension of a copy's vector (bench_search's 0.01 makes each base "
         "document's copies near-identical: at 1M rows the true top 10 is a tie of ~660)",
     )
+    parser.add_argument(
+        "--also-cache-mb",
+        type=int,
+        help="search the table again with GHINDEX_INDEX_CACHE_MB at this size (figures "
+        "suffixed _cache<N>), beside the default",
+    )
+    parser.add_argument("--no-nearest", action="store_true", help="leave the nearest lists out")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -268,18 +278,22 @@ def main() -> None:
             spread = f"--spread={args.spread}"
             figures[str(size)] = found = _child("write", str(lance), str(size), spread)
             print(f"{size:,} rows written in {found['write_s']} s", file=say, flush=True)
-            found.update(
-                _child(
-                    "search",
-                    str(lance),
-                    f"--queries={args.queries}",
-                    f"--recall-queries={args.recall_queries}",
-                    spread,
-                )
+            searching = (
+                "search",
+                str(lance),
+                f"--queries={args.queries}",
+                f"--recall-queries={args.recall_queries}",
+                spread,
             )
+            found.update(_child(*searching))
             print(f"{size:,} rows searched", file=say, flush=True)
-            sample = f"--nearest-sample={args.nearest_sample}"
-            found.update(_child("nearest", str(size), sample, spread))
+            if args.also_cache_mb:
+                cache = {"GHINDEX_INDEX_CACHE_MB": str(args.also_cache_mb)}
+                searched = _child(*searching, env=cache)
+                found.update({f"{k}_cache{args.also_cache_mb}": v for k, v in searched.items()})
+            if not args.no_nearest:
+                sample = f"--nearest-sample={args.nearest_sample}"
+                found.update(_child("nearest", str(size), sample, spread))
         finally:
             shutil.rmtree(lance.parent, ignore_errors=True)
     if args.json:

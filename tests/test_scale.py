@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ghindex.errors import ConfigError
 from ghindex.index import nearest
 from ghindex.index import table as index
 from ghindex.index.build import build
@@ -179,3 +180,19 @@ def test_a_few_changed_entities_are_still_scored_exactly(monkeypatch):
     found, _ = nearest.neighbours(means, rows=rows)
     exact, _ = nearest._scored(means, rows, np.arange(3_000), 10)
     assert np.array_equal(found, exact)
+
+
+def test_every_connection_shares_one_bounded_cache(isolated, monkeypatch):
+    index._session.cache_clear()
+    for name in ("a", "b", "c"):
+        index.connect(isolated / name)
+    assert index._session.cache_info().misses == 1  # one session for the process
+
+    index._session.cache_clear()
+    monkeypatch.setenv("GHINDEX_INDEX_CACHE_MB", "lots")
+    try:
+        with pytest.raises(ConfigError, match="GHINDEX_INDEX_CACHE_MB") as refused:
+            index.connect(isolated / "c")
+        assert "\n" not in str(refused.value)
+    finally:
+        index._session.cache_clear()
