@@ -133,9 +133,10 @@ def rss_mb() -> float:
     return 0.0
 
 
-def write_child(lance: Path, size: int, spread: float) -> dict[str, Any]:
+def write_child(lance: Path, size: int, spread: float, vector_index: str) -> dict[str, Any]:
     from ghindex.index import table as index
 
+    index.VECTOR_INDEX = vector_index
     window = Window(4 * index.WRITE_BATCH)
     rows = streamed(size, window, spread)
     first = next(rows)  # the base vectors are loaded: what follows is the write's
@@ -158,7 +159,7 @@ def write_child(lance: Path, size: int, spread: float) -> dict[str, Any]:
 
 
 def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[str, Any]:
-    from ghindex.query.search import Searcher
+    from ghindex.query.search import DEPTH, Searcher
 
     searcher = Searcher(lance)
     for query in queries[:5]:  # warm-up: every case
@@ -176,10 +177,11 @@ def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[s
     )
     found["search_rss_mb"] = round(rss_mb())
     found["search_peak_rss_mb"] = round(peak_mb())
-    recalls = []
+    recalls, exact_sets = [], []
+    depth = max(DEPTH[0], DEPTH[1] * 10)  # the rows dense search asks for at k = 10
     for query in queries[:recall_queries]:
         vector = searcher._embedder.encode([query])[0]
-        indexed = searcher._knn(vector).select(["id"]).limit(10).to_list()
+        indexed = searcher._knn(vector).select(["id"]).limit(depth).to_list()[:10]
         exact = (
             searcher.table.search(vector, query_type="vector")
             .distance_type("cosine")
@@ -188,9 +190,31 @@ def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[s
             .limit(10)
             .to_list()
         )
+        exact_sets.append([r["id"] for r in exact])
         recalls.append(len({r["id"] for r in indexed} & {r["id"] for r in exact}) / 10)
     found["dense_recall_at_10"] = round(statistics.mean(recalls), 3)
     found["probes"] = searcher._probes
+    if searcher._probes:  # what other refine factors would give, beside the default
+        for refine in (5, 8):
+            got, ms = [], []
+            for query in queries[:recall_queries]:
+                vector = searcher._embedder.encode([query])[0]
+                started = time.perf_counter()
+                rows = (
+                    searcher.table.search(vector, query_type="vector")
+                    .distance_type("cosine")
+                    .nprobes(searcher._probes)
+                    .refine_factor(refine)
+                    .select(["id"])
+                    .limit(depth)
+                    .to_list()
+                )
+                ms.append(1000 * (time.perf_counter() - started))
+                got.append({r["id"] for r in rows[:10]})
+            exact_ids = [set(e) for e in exact_sets]
+            hits = [len(a & b) / 10 for a, b in zip(got, exact_ids, strict=True)]
+            found[f"dense_recall_at_10_refine{refine}"] = round(statistics.mean(hits), 3)
+            found[f"knn_p50_ms_refine{refine}"] = round(statistics.median(ms), 1)
     searcher.close()
     return found
 
@@ -252,6 +276,12 @@ def main() -> None:
         "suffixed _cache<N>), beside the default",
     )
     parser.add_argument("--no-nearest", action="store_true", help="leave the nearest lists out")
+    parser.add_argument(
+        "--vector-index",
+        choices=("IVF_HNSW_SQ", "IVF_PQ"),
+        default="IVF_PQ",
+        help="the vector index the write builds (`index.table.VECTOR_INDEX`)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -261,7 +291,7 @@ def main() -> None:
     if args.child:
         kind, *rest = args.child
         if kind == "write":
-            out = write_child(Path(rest[0]), int(rest[1]), args.spread)
+            out = write_child(Path(rest[0]), int(rest[1]), args.spread, args.vector_index)
         elif kind == "search":
             out = search_child(Path(rest[0]), queries, args.recall_queries)
         else:
@@ -276,7 +306,8 @@ def main() -> None:
         try:
             say = sys.stderr if args.json else sys.stdout
             spread = f"--spread={args.spread}"
-            figures[str(size)] = found = _child("write", str(lance), str(size), spread)
+            kind = f"--vector-index={args.vector_index}"
+            figures[str(size)] = found = _child("write", str(lance), str(size), spread, kind)
             print(f"{size:,} rows written in {found['write_s']} s", file=say, flush=True)
             searching = (
                 "search",

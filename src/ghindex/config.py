@@ -85,7 +85,7 @@ ENVIRONMENT = {
             least=1_000,
             most=20_000,
         ),
-        Variable("GHINDEX_INDEX_CACHE_MB", "whole", 384, "LanceDB index cache", least=1),
+        Variable("GHINDEX_INDEX_CACHE_MB", "whole", 1024, "LanceDB index cache", least=1),
         Variable("GHINDEX_SQL_MEMORY_MB", "whole", 512, "memory of a statement", least=1),
         Variable("GHINDEX_SQL_MAX_BYTES", "whole", 1_000_000, "bytes of an answer", least=1),
         Variable("GHINDEX_SQL_THREADS", "whole", 1, "cores of a statement", least=1),
