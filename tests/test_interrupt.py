@@ -33,6 +33,13 @@ def workdir(tmp_path_factory):
     return built_workdir(tmp_path_factory.mktemp("interrupt") / "work", 3)
 
 
+def as_from_a_terminal() -> None:
+    """A shell's background job (`cmd &`, nohup) starts with SIGINT ignored, and Python
+    keeps it so: the child is given Ctrl-C's default back, as a terminal would have it,
+    so that these tests test ghindex and not how the suite was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serve(args: list[str], **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
@@ -40,6 +47,7 @@ def serve(args: list[str], **kwargs) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=as_from_a_terminal,
         **kwargs,
     )
 
@@ -141,6 +149,7 @@ def ghindex(args: list[str], workdir) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=as_from_a_terminal,
     )
 
 
