@@ -72,14 +72,14 @@ def update(
             redacted=settings.redact,
             progress=progress,
         ).as_dict()
-        if shard_above is not None:
-            planned = build(settings, git=git, progress=progress, plan=True)
-            if planned.to_embed > shard_above:
-                shards = min(MAX_SHARDS, math.ceil(planned.to_embed / max(shard_above, 1)))
-                say(f"{planned.to_embed} chunks to embed: {shards} embedding shards first")
-                report.update(built=planned.as_dict(), published=None, shards=shards)
-                return report
-        report["built"] = build(settings, git=git, progress=progress).as_dict()
+        # one pass: a build that stops, having counted, when there is too much to embed
+        built = build(settings, git=git, progress=progress, plan_above=shard_above)
+        report["built"] = built.as_dict()
+        if shard_above is not None and built.to_embed > shard_above:
+            shards = min(MAX_SHARDS, math.ceil(built.to_embed / max(shard_above, 1)))
+            say(f"{built.to_embed} chunks to embed: {shards} embedding shards first")
+            report.update(published=None, shards=shards)
+            return report
         say("publishing")
         report["published"] = publish(settings.workdir, store, progress=progress).as_dict()
     report["shards"] = 0

@@ -132,6 +132,7 @@ def build(
     progress: Progress | None = None,
     shard: Shard | None = None,
     plan: bool = False,
+    plan_above: int | None = None,
 ) -> BuildReport:
     """Index the state database of `settings.workdir` into `settings.lance_path`, with
     vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
@@ -142,7 +143,8 @@ def build(
     there, writing no index: N such builds run in parallel (an Actions matrix) and
     `ghindex merge` joins their caches, so the full build after it embeds nothing.
     `plan`: stop before the model is loaded, having counted what is to embed
-    (`to_embed`), so that a workflow can choose how many shards to run."""
+    (`to_embed`), so that a workflow can choose how many shards to run; `plan_above`:
+    the same, only when more than that many chunks are to embed (else build on)."""
     progress = progress or Progress()
     say = progress.note
     started = time.perf_counter()
@@ -227,6 +229,7 @@ def build(
                 to_embed=len(missing),
             )
 
+        plan = plan or (plan_above is not None and len(missing) > plan_above)
         if plan:
             return unindexed(f"plan: {len(missing)} chunks to embed, nothing embedded")
         if missing or not dimension:
