@@ -25,6 +25,7 @@ from ruamel.yaml import YAML
 
 from ghindex import __version__
 from ghindex.cli import cli
+from ghindex.index.table import EMBEDDINGS_PREFIX
 from testkit.github_server import comment_node, issue_node
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,9 +164,58 @@ def test_jobs_have_timeouts_and_publishers_queue_instead_of_cancelling():
             if "uses" not in job:  # a job calling a reusable workflow takes no timeout
                 assert "timeout-minutes" in job, (relative(path), name)
     for name, job in load(REUSABLE)["jobs"].items():
+        if name == "embed":  # writes nothing shared: the shards of one run run at once
+            assert "concurrency" not in job
+            continue
         group = job["concurrency"]["group"]
         assert group.startswith("ghindex-"), name
         assert job["concurrency"]["cancel-in-progress"] is False
+
+
+def action_steps(job) -> list[dict]:
+    return [s for s in job.get("steps", []) if s.get("uses", "").startswith("ghindex/ghindex@")]
+
+
+def test_every_job_of_a_split_build_shapes_the_chunks_alike():
+    """The jobs of a split first build must chunk alike (model, docs, diffs), or the
+    shards embed what the index job did not count and the publish job embeds again."""
+    jobs = load(REUSABLE)["jobs"]
+    for name in ("index", "embed", "publish"):
+        (step,) = action_steps(jobs[name])
+        for key in ("model", "docs", "diffs"):
+            assert step["with"][key] == f"${{{{ inputs.{key} }}}}", (name, key)
+
+
+def test_a_rerun_of_the_failed_jobs_finds_what_the_earlier_attempt_left():
+    """Artifacts passed between the jobs are named by the run, not the attempt (a rerun
+    of failed jobs does not rerun the index job), are overwritten by a rerun, and every
+    one downloaded is one uploaded."""
+    text = REUSABLE.read_text(encoding="utf-8")
+    assert "run_attempt" not in text
+    steps = steps_of(load(REUSABLE))
+    uploaded = {
+        s["with"]["name"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact")
+    }
+    passed = {name for name in uploaded if "github.run_id" in name}
+    assert len(passed) == 2  # the workdir, and each shard's vectors
+    for step in steps:
+        if (
+            step.get("uses", "").startswith("actions/upload-artifact")
+            and step["with"]["name"] in passed
+        ):
+            assert step["with"]["overwrite"] is True, step["name"]
+        if step.get("uses", "").startswith("actions/download-artifact"):
+            wanted = step["with"].get("name") or step["with"]["pattern"].replace("*", "")
+            if "github.run_id" in wanted:
+                assert any(name.startswith(wanted) for name in passed), step["name"]
+    embed = load(REUSABLE)["jobs"]["embed"]
+    (step,) = action_steps(embed)
+    assert step["with"]["stop-after"] == "${{ inputs.embed-minutes }}"
+    assert "steps.earlier.outcome" in step["with"]["vectors"]
+    publish = load(REUSABLE)["jobs"]["publish"]
+    (step,) = action_steps(publish)
+    downloads = {s.get("with", {}).get("path"): s for s in publish["steps"]}
+    assert step["with"]["workdir"] in downloads  # what the index job fetched, not again
 
 
 def test_callers_pass_only_inputs_that_exist():
@@ -512,12 +562,32 @@ def test_a_large_first_build_splits_its_embedding_over_jobs_and_publishes_once(g
         runner = f"embed-{shard.replace('/', '-')}"
         copy = tmp_path / runner / "work"
         shutil.copytree(workdir, copy)
-        job = {"mode": "embed", "workdir": str(copy), "shard": shard, "git": "false"}
+        job = {
+            "mode": "embed",
+            "workdir": str(copy),
+            "shard": shard,
+            "git": "false",
+            "stop-after": "60",
+        }
         out = ActionRun(tmp_path, github.url, github.token, job, runner=runner).step("run")
         embedded += int(out["embedded"])
-        assert not list((Path(out["vectors-path"]) / "lance").glob("chunks*"))  # cache only
+        assert out["unfinished"] == "0"
+        tables = [p.name for p in (Path(out["vectors-path"]) / "lance").iterdir()]
+        assert tables and all(t.startswith(EMBEDDINGS_PREFIX) for t in tables)  # cache only
         shutil.copytree(out["vectors-path"], vectors / runner)
     assert embedded == to_embed
+
+    # a rerun of shard 1 (a fresh runner, a fresh copy of the workdir) given what the
+    # earlier attempt uploaded embeds nothing again
+    earlier = tmp_path / "earlier"
+    shutil.copytree(vectors / "embed-1-2", earlier / "vectors")
+    rerun = tmp_path / "rerun" / "work"
+    shutil.copytree(workdir, rerun)
+    job = {"mode": "embed", "workdir": str(rerun), "shard": "1/2", "git": "false"}
+    again = ActionRun(
+        tmp_path, github.url, github.token, {**job, "vectors": str(earlier)}, runner="rerun"
+    ).step("run")
+    assert again["embedded"] == "0" and again["unfinished"] == "0"
 
     final = {**inputs, "vectors": str(vectors)}
     published = ActionRun(tmp_path, github.url, github.token, final, runner="final").step("run")

@@ -178,3 +178,81 @@ def test_a_shard_that_is_not_i_of_n_is_one_line(run, given):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "--shard" in result.stderr
     assert "I/N" in result.stderr or "1 to N" in result.stderr
+
+
+def test_a_build_stopped_by_its_time_limit_keeps_its_vectors_and_the_next_goes_on(
+    isolated, monkeypatch
+):
+    """`stop_after` (a job that must end before its limit): the build stops embedding,
+    keeps every finished step in the cache, writes no index and says what is left; the
+    next build embeds only that, and its index is the one an unstopped build makes."""
+    import shutil
+
+    from ghindex.index import build as building
+    from ghindex.index import table as index
+    from testkit.embedders import HashEmbedder, hash_factory
+
+    monkeypatch.setattr(building, "EMBED_STEP", 4)
+    monkeypatch.setattr(building, "SLICE_ROWS", 8)
+    store_issues(
+        settings_for(isolated / "work"),
+        [issue_node(n, title=f"Issue {n}", body=f"Body of issue {n}. " * 20) for n in range(1, 13)],
+    )
+    shutil.copytree(isolated / "work", isolated / "whole")
+    first = HashEmbedder()
+
+    stopped = build(
+        settings_for(isolated / "work"), embedder_factory=hash_factory(first), stop_after=1e-9
+    )
+
+    assert stopped.embedded == sum(first.calls) == 4  # one step, then the limit
+    assert stopped.unfinished == stopped.to_embed - 4 > 0
+    assert stopped.inserted == 0 and not (isolated / "work" / "manifest.json").exists()
+    assert any("still to embed" in note for note in stopped.notes)
+    second = HashEmbedder()
+    finished = build(settings_for(isolated / "work"), embedder_factory=hash_factory(second))
+    assert finished.from_cache == 4 and finished.embedded == sum(second.calls)
+    assert finished.embedded == stopped.unfinished and finished.unfinished == 0
+    whole = build(settings_for(isolated / "whole"), embedder_factory=hash_factory())
+    assert whole.chunks == finished.chunks == whole.embedded
+
+    def chunks(path):
+        table = index.connect(path / "lance").open_table("chunks").to_arrow()
+        return sorted(zip(*(table.column(c).to_pylist() for c in ("id", "vector")), strict=True))
+
+    assert chunks(isolated / "work") == chunks(isolated / "whole")
+
+
+@pytest.mark.slow  # the real model
+def test_stop_after_exits_3_and_a_shard_goes_on_from_its_earlier_vectors(
+    isolated, run, monkeypatch
+):
+    """An embedding job stopped by --stop-after exits 3 (not a failure, not finished);
+    its cache handed to the rerun's fresh copy of the workdir (--vectors) is not embedded
+    again."""
+    import shutil
+
+    from ghindex.index import build as building
+
+    monkeypatch.setattr(building, "EMBED_STEP", 4)
+    store_issues(
+        settings_for(isolated / "work"),
+        [issue_node(n, title=f"Issue {n}", body=f"Body of issue {n}. " * 20) for n in range(1, 13)],
+    )
+    shutil.copytree(isolated / "work", isolated / "fresh")
+
+    stopped = run("build", "--shard", "1/1", "--stop-after", "0.000001", "--json")
+
+    assert stopped.exit_code == 3, stopped.output
+    first = json.loads(stopped.stdout)
+    assert first["embedded"] == 4 and first["unfinished"] == first["to_embed"] - 4 > 0
+    text = run("build", "--shard", "1/1", "--stop-after", "0.000001")
+    assert text.exit_code == 3
+    assert "left; no index written. Run the same build again" in text.stdout
+    # the rerun's job: a new copy of the workdir, given the cache the stopped one left
+    monkeypatch.setenv("GHINDEX_WORKDIR", str(isolated / "fresh"))
+    resumed = run("build", "--shard", "1/1", "--vectors", str(isolated / "work"), "--json")
+    assert resumed.exit_code == 0, resumed.output
+    again = json.loads(resumed.stdout)
+    assert again["from_cache"] == 8 and again["unfinished"] == 0
+    assert again["embedded"] == again["to_embed"] == first["to_embed"] - 8 > 0

@@ -2,7 +2,8 @@
 
 stdout carries results (a JSON document with --json); talk goes to stderr.
 Exit codes: 0 success, 1 failure (one line, no traceback unless --debug),
-2 usage error. One module per group of commands; importing them registers them.
+2 usage error, 3 a build stopped by --stop-after with work left (run it again).
+One module per group of commands; importing them registers them.
 """
 
 import contextlib

@@ -20,6 +20,9 @@ from ghindex.vocabulary.layout import DEMO_DIR
 # Exit statuses of a command Ctrl-C (SIGINT) or SIGTERM stopped, as shells report them.
 INTERRUPTED = 128 + signal.SIGINT
 TERMINATED = 128 + signal.SIGTERM
+# Exit status of a build its --stop-after ended with chunks still to embed: what it
+# embedded is kept, and running it again goes on (not a failure, not a finished build).
+UNFINISHED = 3
 # Commands that commit their work as they go (pages with their cursors, embedding cache
 # slices, verified pieces): stopped at any point they lose nothing, and run again they
 # go on from there.
@@ -74,6 +77,21 @@ wiki_option = click.option(
     type=click.Path(file_okay=False, exists=True),
     help="A clone of OWNER/NAME.wiki.git: read its pages (repeatable).",
 )
+
+
+def vectors_option(when: str):
+    """--vectors DIR (repeatable): embedding caches of other builds, joined `when`."""
+    return click.option(
+        "--vectors",
+        "vector_paths",
+        multiple=True,
+        type=click.Path(file_okay=False, exists=True),
+        metavar="DIR",
+        help=f"The workdir (or its lance/ alone) of an embedding job, whose cache joins "
+        f"this one's {when}. Repeatable.",
+    )
+
+
 max_wait_option = click.option(
     "--max-wait",
     type=click.FloatRange(min=0),

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ghindex.cli.base import (
+    UNFINISHED,
     Context,
     cli,
     force_option,
@@ -17,6 +18,7 @@ from ghindex.cli.base import (
     precision_option,
     repo_values,
     repos_option,
+    vectors_option,
     wiki_option,
 )
 from ghindex.cli.output import emit_json, progress, say
@@ -138,6 +140,14 @@ def fetch(
     help="Count the chunks the build would embed (not in the cache; with --shard, that "
     "shard's) and stop: no model is loaded and no index written.",
 )
+@click.option(
+    "--stop-after",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="MINUTES",
+    help="Stop embedding after MINUTES, keeping what is embedded in the cache, write no "
+    "index and exit 3: the next build goes on from there (a job's time limit).",
+)
+@vectors_option("first (what a stopped attempt, or a parallel build, embedded)")
 @json_option
 @click.pass_obj
 def build(
@@ -151,6 +161,8 @@ def build(
     full: bool,
     shard: str | None,
     plan: bool,
+    stop_after: float | None,
+    vector_paths: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Chunk, embed and index WORKDIR/state.duckdb into WORKDIR/lance.
@@ -166,10 +178,13 @@ def build(
       ghindex build --precision int8
       ghindex build --shard 2/4        # one job of four; then: ghindex merge
       ghindex build --plan --json      # how much there is to embed
+      ghindex build --shard 2/4 --stop-after 150 --vectors earlier/2
     """
     from ghindex.config import parse_repo
     from ghindex.index.build import GitSource, Shard
     from ghindex.index.build import build as run_build
+    from ghindex.index.embed import canonical_model_name
+    from ghindex.index.merge import merge_vectors
 
     part = Shard.parse(shard) if shard else None
     if part and full:
@@ -181,11 +196,24 @@ def build(
     owner = parse_repo(repo) if repo else None
     sources = [GitSource(Path(p), repo=owner) for p in git_paths]
     sources += [GitSource(Path(p), wiki=True, repo=owner) for p in wiki_paths]
+    shown = progress(not as_json)
+    if vector_paths:
+        shown.note(f"joining the embedding caches of {len(vector_paths)} builds")
+        model_name = canonical_model_name(settings.model)
+        merge_vectors(settings.workdir, [Path(p) for p in vector_paths], model_name, progress=shown)
     report = run_build(
-        settings, full=full, git=sources, progress=progress(not as_json), shard=part, plan=plan
+        settings,
+        full=full,
+        git=sources,
+        progress=shown,
+        shard=part,
+        plan=plan,
+        stop_after=None if stop_after is None else stop_after * 60,
     )
     if as_json:
         emit_json(report.as_dict())
+        if report.unfinished:
+            raise SystemExit(UNFINISHED)
         return
     for line in report.notes:
         say(f"note: {line}", err=True)
@@ -202,6 +230,13 @@ def build(
             + f", {report.from_cache} in the cache; nothing embedded or indexed"
         )
         return
+    if report.unfinished:
+        say(
+            f"stopped after {stop_after:g} min: embedded {report.embedded} chunks into the "
+            f"cache, {report.unfinished} left; no index written. Run the same build again "
+            "to go on."
+        )
+        raise SystemExit(UNFINISHED)
     if part:
         say(
             f"shard {part}: embedded {report.embedded} chunks into the cache in "

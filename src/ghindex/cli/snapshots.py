@@ -16,6 +16,7 @@ from ghindex.cli.base import (
     max_wait_option,
     orgs_option,
     repos_option,
+    vectors_option,
     wiki_option,
     workdir_root,
 )
@@ -153,15 +154,7 @@ def pull(
     help="With more than CHUNKS chunks to embed, stop after the fetch and say how many "
     "embedding jobs (`build --shard I/N`) of CHUNKS each to run first; nothing is published.",
 )
-@click.option(
-    "--vectors",
-    "vector_paths",
-    multiple=True,
-    type=click.Path(file_okay=False, exists=True),
-    metavar="DIR",
-    help="The workdir (or its lance/ alone) of an embedding job, whose cache joins this "
-    "one's after the pull. Repeatable.",
-)
+@vectors_option("after the pull")
 @json_option
 @click.pass_obj
 def update(

@@ -73,6 +73,7 @@ class BuildReport:
     encoder: str | None = None  # "onnx" or "torch" when this build embedded anything
     nearest: int = 0  # entities whose nearest items `lance/nearest.parquet` lists
     to_embed: int = 0  # chunks not in the cache (this shard's, with a shard)
+    unfinished: int = 0  # of those, left to embed when `stop_after` stopped the build
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,6 +134,7 @@ def build(
     shard: Shard | None = None,
     plan: bool = False,
     plan_above: int | None = None,
+    stop_after: float | None = None,
 ) -> BuildReport:
     """Index the state database of `settings.workdir` into `settings.lance_path`, with
     vectors of `precision` (default `settings.precision`). `embedder_factory(model)`
@@ -144,7 +146,10 @@ def build(
     `ghindex merge` joins their caches, so the full build after it embeds nothing.
     `plan`: stop before the model is loaded, having counted what is to embed
     (`to_embed`), so that a workflow can choose how many shards to run; `plan_above`:
-    the same, only when more than that many chunks are to embed (else build on)."""
+    the same, only when more than that many chunks are to embed (else build on).
+    `stop_after` (seconds from the start): stop embedding then, keeping what is embedded
+    in the cache, and write no index; the report's `unfinished` counts what is left, and
+    the next build goes on from there (a job that must end before its time limit)."""
     progress = progress or Progress()
     say = progress.note
     started = time.perf_counter()
@@ -209,14 +214,15 @@ def build(
         dimension = index.cache_dimension(db, model_name, precision) or 0
         encoder = None
 
-        def unindexed(note: str) -> BuildReport:
-            """The report of a build that stopped before the index: a plan or a shard."""
+        def unindexed(note: str, embedded: int, unfinished: int = 0) -> BuildReport:
+            """The report of a build that stopped before the index: a plan, a shard, or
+            one stopped by its time limit."""
             return BuildReport(
                 model=model_name,
                 dimension=dimension,
                 documents=len(documents),
                 chunks=len(chunks),
-                embedded=0 if plan else len(missing),
+                embedded=embedded,
                 from_cache=cached,
                 inserted=0,
                 updated=0,
@@ -227,24 +233,38 @@ def build(
                 precision=precision,
                 encoder=encoder,
                 to_embed=len(missing),
+                unfinished=unfinished,
             )
 
         plan = plan or (plan_above is not None and len(missing) > plan_above)
         if plan:
-            return unindexed(f"plan: {len(missing)} chunks to embed, nothing embedded")
+            return unindexed(f"plan: {len(missing)} chunks to embed, nothing embedded", 0)
         if missing or not dimension:
             say(f"loading model {model_name} ({precision})")
             embedder = _embedder(model_name, precision, settings, embedder_factory)
             dimension, encoder = embedder.dimension, getattr(embedder, "encoder", None)
             say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
+            deadline = None if stop_after is None else started + stop_after
             with progress.task("build", len(missing), unit="rows", verb="embedded") as counted:
-                for part, made in _embed_in_slices(embedder, missing, texts, counted.advance):
+                for part, made in _embed_in_slices(
+                    embedder, missing, texts, counted.advance, deadline
+                ):
                     index.add_to_cache(db, model_name, part, made, precision)
                     vectors.update(zip(part, made, strict=True))
+        embedded = len(missing) - sum(h not in vectors for h in missing)
+        if embedded < len(missing):
+            return unindexed(
+                f"stopped after {stop_after:g} s with {len(missing) - embedded} of "
+                f"{len(missing)} chunks still to embed: what is embedded is in the cache, "
+                "so the next build goes on from there",
+                embedded,
+                len(missing) - embedded,
+            )
         if shard is not None:  # the cache is the shard's whole output
             return unindexed(
                 f"shard {shard}: vectors only, no index; join the shards with "
-                "`ghindex merge` and build"
+                "`ghindex merge` and build",
+                embedded,
             )
         say("writing the index")
         # --full: beside the serving index, which keeps serving until the switch
@@ -301,12 +321,17 @@ def build(
 
 
 def _embed_in_slices(
-    embedder: Any, hashes: list[str], texts: dict[str, str], advance: Callable[[int], None]
+    embedder: Any,
+    hashes: list[str],
+    texts: dict[str, str],
+    advance: Callable[[int], None],
+    deadline: float | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray]]:
     """(content hashes, their vectors) a slice at a time, as `embedder` makes them.
     Stopped (Ctrl-C, SIGTERM, a job's time limit), it first hands over the steps it
     finished since the last slice, for the caller to store, and then stops: a rerun
-    embeds none of them again."""
+    embeds none of them again. Past `deadline` (`time.perf_counter()`), it hands them
+    over and ends there, with the rest not embedded."""
     pending: list[str] = []
     made: list[np.ndarray] = []
     since = time.monotonic()
@@ -315,11 +340,14 @@ def _embed_in_slices(
             step = hashes[start : start + EMBED_STEP]
             made.append(embedder.encode([texts[h] for h in step], progress=advance))
             pending += step
-            last = start + EMBED_STEP >= len(hashes)
+            late = deadline is not None and time.perf_counter() >= deadline
+            last = late or start + EMBED_STEP >= len(hashes)
             if last or len(pending) >= SLICE_ROWS or time.monotonic() - since >= SLICE_SECONDS:
                 ready, pending = pending, []
                 yield ready, np.concatenate(made)
                 made, since = [], time.monotonic()
+            if late:
+                return
     except KeyboardInterrupt:
         if pending:
             yield pending, np.concatenate(made)
