@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import resource
+import os
 import shutil
 import statistics
 import subprocess
@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_search import EVAL, FILTER, base_documents, synthesise
+from bench.bench_search import EVAL, FILTER, base_documents, base_vectors, synthesise
+from bench.memory import peak_mb, rss_mb
 from ghindex.config import DEFAULT_MODEL
 from ghindex.index.chunking import Chunk
+from ghindex.index.onnx_encoder import build_encoder
 
 PRECISION = "int8"  # what `build` makes where ONNX Runtime runs the model
 BASE_CHUNKS = 3000
@@ -75,35 +77,24 @@ class Window(Mapping[str, np.ndarray]):
 
 
 def streamed(size: int, window: Window, spread: float = 0.02) -> Iterator[Chunk]:
-    """`synthesise`'s chunks, made 20,000 at a time, their vectors left in `window`."""
+    """`synthesise`'s chunks, made 20,000 at a time (each slice numbering its copies on
+    from the last), their vectors left in `window`."""
     documents = base_documents(EVAL / "corpus.jsonl", BASE_CHUNKS)
     base = _base_vectors(documents)
-    made, copy = 0, 0
+    made, part, numbered = 0, 0, 0
     while made < size:
-        chunks, vectors = synthesise(documents, base, min(size - made, 20_000), copy, spread)
+        chunks, vectors = synthesise(
+            documents, base, min(size - made, 20_000), part, spread, start=numbered
+        )
         for chunk in chunks:
-            made += 1
-            # each slice numbers its copies from 1: keep identities apart across slices
-            doc = _renumbered(chunk.document, chunk.document.number + copy * 1_000_000)
-            digest = f"{copy}:{chunk.content_hash}"
-            window.add(digest, vectors[chunk.content_hash])
-            yield Chunk(f"{doc.handle}::{chunk.index}", doc, chunk.index, chunk.text, digest)
-        copy += 1
-
-
-def _renumbered(doc: Any, number: int) -> Any:
-    from dataclasses import replace
-
-    kind = "pull" if doc.type == "pull_request" else "issues"
-    handle = f"{doc.repo}#{number}"
-    url = f"https://github.com/{doc.repo}/{kind}/{number}"
-    return replace(doc, handle=handle, entity=handle, number=number, url=url)
+            window.add(chunk.content_hash, vectors[chunk.content_hash])
+            yield chunk
+        made += len(chunks)
+        numbered = chunks[-1].document.number
+        part += 1
 
 
 def _base_vectors(documents: list[list[Chunk]]) -> dict[str, np.ndarray]:
-    from bench.bench_search import base_vectors
-    from ghindex.index.onnx_encoder import build_encoder
-
     return base_vectors(documents, _Lazy(lambda: build_encoder(DEFAULT_MODEL, precision=PRECISION)))
 
 
@@ -119,18 +110,6 @@ class _Lazy:
     def encode(self, texts: list[str]) -> np.ndarray:
         self.made = self.made or self.make()
         return self.made.encode(texts)
-
-
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def write_child(lance: Path, size: int, spread: float, vector_index: str) -> dict[str, Any]:
@@ -179,8 +158,8 @@ def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[s
     found["search_peak_rss_mb"] = round(peak_mb())
     recalls, exact_sets = [], []
     depth = max(DEPTH[0], DEPTH[1] * 10)  # the rows dense search asks for at k = 10
-    for query in queries[:recall_queries]:
-        vector = searcher._embedder.encode([query])[0]
+    vectors = searcher._embedder.encode(queries[:recall_queries])
+    for vector in vectors:
         indexed = searcher._knn(vector).select(["id"]).limit(depth).to_list()[:10]
         exact = (
             searcher.table.search(vector, query_type="vector")
@@ -197,8 +176,7 @@ def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[s
     if searcher._probes:  # what other refine factors would give, beside the default
         for refine in (5, 8):
             got, ms = [], []
-            for query in queries[:recall_queries]:
-                vector = searcher._embedder.encode([query])[0]
+            for vector in vectors:
                 started = time.perf_counter()
                 rows = (
                     searcher.table.search(vector, query_type="vector")
@@ -242,8 +220,6 @@ def nearest_child(size: int, spread: float, sample: int) -> dict[str, Any]:
 
 
 def _child(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    import os
-
     done = subprocess.run(
         [sys.executable, "-m", "bench.bench_scale", "--child", *args],
         capture_output=True,

@@ -115,14 +115,17 @@ def synthesise(
     size: int,
     seed: int = 0,
     spread: float = 0.01,
+    start: int = 0,
 ) -> tuple[list[Chunk], dict[str, np.ndarray]]:
     """`size` chunks: copies of the base documents with new identities and nearby vectors
-    (the base vector plus normal noise of `spread` per dimension, re-normalised)."""
+    (the base vector plus normal noise of `spread` per dimension, re-normalised). Copies
+    are numbered from `start` + 1, so that a table made in slices goes on numbering
+    (only the very first copy of each base document keeps its vector unperturbed)."""
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)
     chunks: list[Chunk] = []
     out: dict[str, np.ndarray] = {}
-    number = 0
+    number = start
     while len(chunks) < size:
         for base in documents:
             number += 1

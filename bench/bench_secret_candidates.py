@@ -57,6 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.eval_sets import EVAL
+from bench.memory import rss_mb
 from testkit.secrets_corpus import covered
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -416,16 +417,6 @@ def offsets_check(find: Finder) -> str:
         if not exact or any(value != token for value in exact):
             wrong.append(f"{name}: {[v[:8] for v in exact]}")
     return "right" if not wrong else "WRONG " + "; ".join(wrong)
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def probe(name: str, cache_dir: str | None) -> dict:
