@@ -121,11 +121,28 @@ def test_rows_stream_in_batches_from_any_iterable(isolated, monkeypatch):
     embedder = HashEmbedder()
     made = embedder.encode([c.text for c in chunks])
     vectors = dict(zip([c.content_hash for c in chunks], made, strict=True))
+    consumed, seen = [0], []
+
+    def generated():
+        for chunk in chunks:
+            consumed[0] += 1
+            yield chunk
+
+    class Watched(dict):
+        """The vectors, noting how much of the stream was consumed at each lookup."""
+
+        def __getitem__(self, key):
+            seen.append(consumed[0])
+            return super().__getitem__(key)
+
     other = index.connect(isolated / "other")
     written = index.write_chunks(
-        other, report.model, (c for c in chunks), vectors, embedder.dimension
+        other, report.model, generated(), Watched(vectors), embedder.dimension
     )
     assert written == {"inserted": len(chunks), "updated": 0, "deleted": 0}
+    # converted as it streams: the first batch's vectors were read after one batch (7
+    # rows) was taken from the stream, not after the whole stream
+    assert len(seen) == len(chunks) and seen[0] <= 7 < len(chunks) == seen[-1]
     again = other.open_table(index.CHUNKS).to_arrow().sort_by("id")
     assert again.column("row_hash").equals(rows.column("row_hash"))
     assert again.column("id").equals(rows.column("id"))
