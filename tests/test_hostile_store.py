@@ -349,6 +349,36 @@ def _(good):
     )
 
 
+def publish_cut(good: Good, data: bytes, sizes: list[int]) -> None:
+    """A next snapshot with `data` as lance/x.bin, cut into pieces of these sizes."""
+    declared, at = entry("lance/x.bin", data), 0
+    declared["pieces"] = []
+    for size in sizes:
+        declared["pieces"].append({"sha256": sha(data[at : at + size]), "size": size})
+        at += size
+    good.put_blobs(data)
+    good.next([*good.files(), declared])
+
+
+@case("a-short-piece-in-the-middle", "declares pieces that do not add up to its size 600,000")
+def _(good):
+    # only the first and the last piece may be short: a store cannot make a reader fetch
+    # a file in many small requests
+    publish_cut(
+        good, b"m" * 600_000, [PIECE_SIZE, 1000, PIECE_SIZE, 600_000 - 2 * PIECE_SIZE - 1000]
+    )
+
+
+@case("two-pieces-more-than-needed", "declares pieces that do not add up to its size 300,000")
+def _(good):
+    publish_cut(good, b"t" * 300_000, [100_000, 100_000, 100_000])
+
+
+@case("an-empty-piece-of-a-file-that-is-not", "declares pieces that do not add up to its size")
+def _(good):
+    publish_cut(good, b"e" * 1000, [0, 1000])
+
+
 @case("a-size-beyond-the-limit", "declares a file size 2199023255552, outside 0..1,099,511")
 def _(good):
     declared = entry("lance/x.bin", b"x")
@@ -595,7 +625,7 @@ def _(good):
     good.next(format_version=True)
 
 
-@case("a-newer-format-version", "has format version 99, newer than this ghindex reads (1)")
+@case("a-newer-format-version", "has format version 99, newer than this ghindex reads (2)")
 def _(good):
     good.next(format_version=99)
 

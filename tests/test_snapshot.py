@@ -78,7 +78,7 @@ def test_publish_then_pull_gives_the_same_files(workdir, store_url, isolated):
     assert {k: v for k, v in got.items() if k != "manifest.json"} == expected
     manifest = json.loads((dest / "manifest.json").read_text())
     assert manifest["snapshot_id"] == report.snapshot_id
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     assert manifest["model"] == {
         "name": DEFAULT_MODEL,
         "dimension": 384,

@@ -7,6 +7,9 @@
 
 A file larger than PIECE_SIZE is stored as several blobs ("pieces"), so a large file
 that changed in a few places (the DuckDB database) uploads only the pieces that did.
+Pieces are cut where the file's own blocks begin (`cuts`): the state database's after
+DuckDB's file headers, so that each of its blocks is one piece and a changed block
+changes one piece, not the two it would straddle on a grid from the file's start.
 The pointer is a sequence of create-only objects: publishing generation N+1 succeeds
 for exactly one publisher, on every backend, without a compare-and-swap API.
 """
@@ -36,6 +39,10 @@ from ghindex.vocabulary.layout import (  # noqa: F401  (the store's code reads t
 )
 
 PIECE_SIZE = 256 * 1024  # DuckDB writes 256 KiB blocks: a changed block is a changed piece
+# A DuckDB file starts with three 4 KiB headers (its own and two database headers, written
+# in turn), and its blocks follow from there: the state database's first piece is the
+# headers, and every later one a block.
+DUCKDB_HEADERS = 3 * 4096
 LATEST = "LATEST"
 REFS = "refs/latest/"
 
@@ -123,10 +130,19 @@ class FileEntry:
             "pieces": [{"sha256": p.sha256, "size": p.size} for p in self.pieces],
         }
 
+    def offsets(self) -> list[int]:
+        """Where each piece starts in the file."""
+        starts, at = [], 0
+        for piece in self.pieces:
+            starts.append(at)
+            at += piece.size
+        return starts
+
     @classmethod
     def from_dict(cls, value: object, where: str) -> FileEntry:
         """Read and check one manifest entry: a safe path, sizes within the limits, and
-        pieces of PIECE_SIZE (the last one shorter) that add up to the file's size."""
+        pieces that add up to the file's size, each PIECE_SIZE bytes but the first and the
+        last (1 to PIECE_SIZE; an empty file is one empty piece)."""
         if not isinstance(value, dict):
             raise damaged(f"{where} lists a file that is not an object")
         path = check_file_path(value.get("path"), where)
@@ -134,23 +150,27 @@ class FileEntry:
         size = _count(value.get("size"), MAX_FILE_BYTES, "a file size", at)
         sha256 = check_digest(value.get("sha256"), at)
         raw = value.get("pieces")
-        expected = max(1, -(-size // PIECE_SIZE))
-        if not isinstance(raw, list) or len(raw) != expected:
-            raise SnapshotError(
-                f"{at} declares pieces that do not add up to its size {size:,}: "
-                "the store is damaged"
-            )
+        not_adding_up = SnapshotError(
+            f"{at} declares pieces that do not add up to its size {size:,}: the store is damaged"
+        )
+        # whole pieces but for the first (cut where the file's blocks begin, `first_piece`)
+        # and the last: as many pieces as the file needs, or one more
+        fewest = max(1, -(-size // PIECE_SIZE))
+        if not isinstance(raw, list) or not fewest <= len(raw) <= fewest + 1:
+            raise not_adding_up
         pieces = []
         for index, piece in enumerate(raw):
             if not isinstance(piece, dict):
                 raise damaged(f"{at} lists a piece that is not an object")
-            want = min(PIECE_SIZE, size - index * PIECE_SIZE)
-            if piece.get("size") != want or isinstance(piece.get("size"), bool):
-                raise SnapshotError(
-                    f"{at} declares pieces that do not add up to its size {size:,}: "
-                    "the store is damaged"
-                )
-            pieces.append(Piece(check_digest(piece.get("sha256"), at), want))
+            length = piece.get("size")
+            whole = 0 < index < len(raw) - 1
+            if not isinstance(length, int) or isinstance(length, bool):
+                raise not_adding_up
+            if not (length == PIECE_SIZE if whole else (1 if size else 0) <= length <= PIECE_SIZE):
+                raise not_adding_up
+            pieces.append(Piece(check_digest(piece.get("sha256"), at), length))
+        if sum(p.size for p in pieces) != size:
+            raise not_adding_up
         return cls(path, size, sha256, tuple(pieces))
 
 
@@ -313,16 +333,24 @@ def snapshot_files(root: Path) -> list[Path]:
     return found + sorted(index_files)
 
 
+def first_piece(relative: str) -> int:
+    """The size of a file's first piece: DuckDB's headers for the state database (its
+    blocks then start on a piece), a whole piece for any other file."""
+    return DUCKDB_HEADERS if relative == STATE_FILE else PIECE_SIZE
+
+
 def hash_file(path: Path, relative: str) -> FileEntry:
-    """The file's sha256, size and pieces, read once."""
+    """The file's sha256, size and pieces (cut as `first_piece` says), read once."""
     whole = hashlib.sha256()
     pieces = []
     size = 0
     with open(path, "rb") as handle:
-        while block := handle.read(PIECE_SIZE):
+        want = first_piece(relative)
+        while block := handle.read(want):
             whole.update(block)
             pieces.append(Piece(hashlib.sha256(block).hexdigest(), len(block)))
             size += len(block)
+            want = PIECE_SIZE
     if not pieces:  # an empty file is one empty piece
         pieces.append(Piece(hashlib.sha256(b"").hexdigest(), 0))
     return FileEntry(relative, size, whole.hexdigest(), tuple(pieces))

@@ -31,7 +31,6 @@ from ghindex.snapshot.layout import (
     INDEX_DIR,
     LATEST,
     MANIFEST,
-    PIECE_SIZE,
     STATE_FILE,
     FileEntry,
     Manifest,
@@ -174,7 +173,7 @@ def _upload_blobs(
     uploaded = uploaded_bytes = 0
     for entry in files:
         path = workdir / entry.path
-        for index, piece in enumerate(entry.pieces):
+        for offset, piece in zip(entry.offsets(), entry.pieces, strict=True):
             if piece.sha256 in done:
                 continue
             done.add(piece.sha256)
@@ -185,16 +184,16 @@ def _upload_blobs(
             if len(entry.pieces) == 1:
                 store.put(blob_path(piece.sha256), path)
             else:
-                store.put(blob_path(piece.sha256), _read_piece(path, index, piece.size))
+                store.put(blob_path(piece.sha256), _read_piece(path, offset, piece.size))
             uploaded += 1
             uploaded_bytes += piece.size
             counted.advance(piece.size)
     return uploaded, uploaded_bytes
 
 
-def _read_piece(path: Path, index: int, size: int) -> bytes:
+def _read_piece(path: Path, offset: int, size: int) -> bytes:
     with open(path, "rb") as handle:
-        handle.seek(index * PIECE_SIZE)
+        handle.seek(offset)
         data = handle.read(size)
     if len(data) != size:
         raise SnapshotError(f"{path} changed while it was being published: run publish again")

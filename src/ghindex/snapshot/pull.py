@@ -24,7 +24,6 @@ from ghindex.errors import SnapshotError
 from ghindex.progress import BYTES, Progress, Task
 from ghindex.snapshot.layout import (
     MANIFEST,
-    PIECE_SIZE,
     FileEntry,
     Manifest,
     Ref,
@@ -173,8 +172,8 @@ def _local_pieces(root: Path) -> dict[str, tuple[Path, int]]:
         except (OSError, SnapshotError):
             return found
     for entry in listed:
-        for index, piece in enumerate(entry.pieces):
-            found.setdefault(piece.sha256, (root / entry.path, index * PIECE_SIZE))
+        for offset, piece in zip(entry.offsets(), entry.pieces, strict=True):
+            found.setdefault(piece.sha256, (root / entry.path, offset))
     return found
 
 

@@ -15,10 +15,10 @@ from ghindex.state.rows import (
     Row,
     author_of,
     count,
-    insert,
     login,
     nodes_of,
     now,
+    replace_where,
 )
 from ghindex.vocabulary.handles import comment_handle, review_comment_handle, review_handle
 
@@ -139,8 +139,7 @@ def _comment_row(
 
 
 def _replace(con: duckdb.DuckDBPyConnection, table: str, parent: str, rows: list[Row]) -> None:
-    con.execute(f"DELETE FROM {table} WHERE parent_handle = ?", [parent])
-    insert(con, table, rows, key=("handle",))
+    replace_where(con, table, ("handle",), rows, "parent_handle = ?", [parent])
 
 
 def handle_key(node: Node) -> int | str:

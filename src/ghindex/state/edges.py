@@ -14,7 +14,7 @@ import duckdb
 
 from ghindex.state.conversation import handle_key
 from ghindex.state.mentions import closing_handles, mentioned_handles
-from ghindex.state.rows import Node, Row, insert, nodes_of, now
+from ghindex.state.rows import Node, Row, insert, nodes_of, now, replace_where
 from ghindex.vocabulary.edges import check_kind
 from ghindex.vocabulary.handles import (
     SUB_ITEM,
@@ -103,17 +103,15 @@ def replace_item_links(
     items: Sequence[tuple[str, Node]],
     kind: str | None = None,
 ) -> None:
-    """The links of a page of items of one kind, (handle, node) each: one delete, one
-    insert."""
-    delete_from_sources(con, [handle for handle, _node in items])
+    """The links of a page of items of one kind, (handle, node) each, replacing those
+    seen on them before."""
     links = [link for handle, node in items for link in item_links(repo, handle, node, kind)]
-    insert(con, "edges", _earliest(links), key=_KEY)
+    _replace_sources(con, [handle for handle, _node in items], links)
 
 
 def replace_commit_links(con: duckdb.DuckDBPyConnection, repo: str, commits: Sequence[Row]) -> None:
     """Items a commit message names (`references`) or says it closes ("Fixes #12",
     `closes`), for a batch of `commits` rows; a commit's earlier links are replaced."""
-    delete_from_sources(con, [c["handle"] for c in commits])
     links = []
     for commit in commits:
         message, handle, when = commit.get("message"), commit["handle"], commit.get("committed_at")
@@ -121,7 +119,7 @@ def replace_commit_links(con: duckdb.DuckDBPyConnection, repo: str, commits: Seq
             links.append(_edge(handle, target, "references", handle, "message", repo, when))
         for target in closing_handles(message, repo):
             links.append(_edge(handle, target, "closes", handle, "message", repo, when))
-    insert(con, "edges", _earliest(links), key=_KEY)
+    _replace_sources(con, [c["handle"] for c in commits], links)
 
 
 def replace_release_links(
@@ -137,15 +135,21 @@ def replace_release_links(
     insert(con, "edges", _earliest(links), key=_KEY)
 
 
+# edges seen on the items a list names, or on anything below them (comments, reviews...)
+_SEEN_ON = "list_contains(?, regexp_replace(source_handle, ?, '\\1'))"
+
+
 def delete_from_sources(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) -> None:
     """Edges seen on these items or on anything below them (comments, reviews...)."""
     handles = list(handles)
-    if not handles:
-        return
-    con.execute(
-        "DELETE FROM edges WHERE list_contains(?, regexp_replace(source_handle, ?, '\\1'))",
-        [handles, SUB_ITEM],
-    )
+    if handles:
+        con.execute(f"DELETE FROM edges WHERE {_SEEN_ON}", [handles, SUB_ITEM])
+
+
+def _replace_sources(con: duckdb.DuckDBPyConnection, handles: list[str], links: list[Row]) -> None:
+    """Make the edges seen on `handles` (and below them) exactly `links`."""
+    if handles:
+        replace_where(con, "edges", _KEY, _earliest(links), _SEEN_ON, [handles, SUB_ITEM])
 
 
 def _children(handle: str, node: Node) -> list[tuple[str, Node, str]]:

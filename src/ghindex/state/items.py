@@ -27,6 +27,7 @@ from ghindex.state.rows import (
     login,
     nodes_of,
     now,
+    replace_where,
     upsert,
 )
 from ghindex.vocabulary.handles import comment_handle, item_handle, release_handle
@@ -311,9 +312,8 @@ def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[
                 "due_on": milestone.get("dueOn"),
                 "url": milestone.get("url"),
             }
-    for table in ("issue_labels", "assignees"):
-        delete_where_in(con, table, "handle", handles)
-    insert(con, "issue_labels", item_labels, key=("handle", "label"))
-    insert(con, "assignees", assignees, key=("handle", "login"))
+    listed = "list_contains(?, handle)"
+    replace_where(con, "issue_labels", ("handle", "label"), item_labels, listed, [handles])
+    replace_where(con, "assignees", ("handle", "login"), assignees, listed, [handles])
     upsert(con, "labels", ("repo", "name"), list(labels.values()))
     upsert(con, "milestones", ("repo", "number"), list(milestones.values()))

@@ -50,14 +50,68 @@ def upsert(
         replace_from(con, table, "_batch", keys)
 
 
+FETCHED_AT = "fetched_at"  # when a row was last stored: moved alone when nothing else did
+
+
 def replace_from(
     con: duckdb.DuckDBPyConnection, table: str, source: str, keys: Sequence[str]
 ) -> None:
     """Copy every row of the relation `source` into `table`, replacing rows whose key
-    (`keys`) matches one of them."""
-    match = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM {source} s WHERE {match})")
-    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}")
+    (`keys`) matches one of them. A stored row that differs is updated in place; one
+    that differs only in `fetched_at` has only that column moved; new keys are inserted.
+    Never a delete and an insert: DuckDB's checkpoint then rewrites the blocks of the
+    columns that changed, not the whole row group, so a snapshot published after a
+    small change uploads little of the database (docs/snapshots.md)."""
+    types = {row[0]: row[1] for row in con.execute(f"DESCRIBE {table}").fetchall()}
+    given = [row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()]
+    columns = [c for c in given if c in types]
+    match = " AND ".join(f"{table}.{k} = s.{k}" for k in keys)
+
+    def new(column: str) -> str:
+        return f"CAST(s.{column} AS {types[column]})"
+
+    content = [c for c in columns if c not in keys and c != FETCHED_AT]
+    differs = " OR ".join(f"{table}.{c} IS DISTINCT FROM {new(c)}" for c in content) or "false"
+    if content:
+        moved = ", ".join(f"{c} = {new(c)}" for c in [*content, FETCHED_AT] if c in columns)
+        con.execute(f"UPDATE {table} SET {moved} FROM {source} s WHERE {match} AND ({differs})")
+    if FETCHED_AT in columns:
+        con.execute(
+            f"UPDATE {table} SET {FETCHED_AT} = {new(FETCHED_AT)} FROM {source} s "
+            f"WHERE {match} AND NOT ({differs}) AND {table}.{FETCHED_AT} IS DISTINCT FROM "
+            f"{new(FETCHED_AT)}"
+        )
+    stored = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    con.execute(
+        f"INSERT INTO {table} BY NAME SELECT * FROM {source} s "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {stored})"
+    )
+
+
+def replace_where(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    key: tuple[str, ...],
+    rows: Sequence[Row],
+    scope: str,
+    params: Sequence[Any],
+) -> None:
+    """Make the rows of `table` that the SQL condition `scope` (with `params`) selects
+    exactly `rows` (the children of some items: their comments, labels, links): rows no
+    longer there are deleted, the others written as `upsert` writes them, so an item
+    read again unchanged leaves its children's blocks as they were."""
+    batch = unique(scrub_rows(table, rows), key) if rows else []
+    if not batch:
+        con.execute(f"DELETE FROM {table} WHERE {scope}", list(params))
+        return
+    with registered(con, "_batch", pa.Table.from_pylist(batch)):
+        match = " AND ".join(f"s.{k} = {table}.{k}" for k in key)
+        con.execute(
+            f"DELETE FROM {table} WHERE ({scope}) AND NOT EXISTS "
+            f"(SELECT 1 FROM _batch s WHERE {match})",
+            list(params),
+        )
+        replace_from(con, table, "_batch", key)
 
 
 def insert(

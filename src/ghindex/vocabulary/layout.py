@@ -12,7 +12,7 @@ from typing import Any
 
 from ghindex.errors import SnapshotError
 
-FORMAT_VERSION = 1  # of a snapshot's files as a whole, recorded in its manifest
+FORMAT_VERSION = 2  # of a snapshot's files as a whole, recorded in its manifest
 STATE_FILE = "state.duckdb"
 INDEX_DIR = "lance"
 MANIFEST = "manifest.json"
