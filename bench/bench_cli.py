@@ -84,9 +84,9 @@ def time_once(args: list[str], workdir: Path, env: dict[str, str]) -> float:
 def synthetic_workdir(base: Path, rows: int) -> Path:
     """`base`'s state beside a synthetic index of `rows` rows (made once, then reused)."""
     target = CACHE / f"cli-{rows}"
-    if (target / "lance" / "nearest.parquet").is_file():
+    if (target / "lance" / "nearest").is_dir():
         return target
-    shutil.rmtree(target, ignore_errors=True)  # made before the build listed nearest items
+    shutil.rmtree(target, ignore_errors=True)  # made before the lists' current layout
     from bench.bench_search import EVAL, base_documents, base_vectors, synthesise
     from ghindex.config import DEFAULT_MODEL, DEFAULT_PRECISION
     from ghindex.index import nearest

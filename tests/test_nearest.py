@@ -1,6 +1,7 @@
-"""Nearest items listed at build time (`index/nearest.py`): exact lists, the file a
-snapshot carries, `related` answered from it without LanceDB, and what happens when the
-file is missing, stale or not what it claims to be."""
+"""Nearest items listed at build time (`index/nearest.py`): exact lists, the files a
+snapshot carries (one per bucket, rewritten only when their lists change), `related`
+answered from them without LanceDB, and what happens when they are missing, stale or not
+what they claim to be."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ghindex.errors import SnapshotError
 from ghindex.index import nearest
@@ -140,14 +143,16 @@ def test_the_file_is_sorted_by_item_so_a_reader_opens_one_row_group(monkeypatch,
 
     assert nearest.write(tmp_path, chunks, vectors, "model:fp32") == 30
 
-    meta = pq.ParquetFile(tmp_path / "nearest.parquet").metadata
+    path = tmp_path / "nearest" / "0000.parquet"  # 30 items: one bucket
+    assert sorted(p.name for p in (tmp_path / "nearest").iterdir()) == ["0000.parquet"]
+    meta = pq.ParquetFile(path).metadata
     assert meta.num_row_groups == 8  # 300 rows, 40 a group
     ranges = [
         (g.column(0).statistics.min, g.column(0).statistics.max)
         for g in (meta.row_group(i) for i in range(meta.num_row_groups))
     ]
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
-    assert [n["handle"] for n in nearest.read(tmp_path / "nearest.parquet", "o/r#7", 3)] == [
+    assert [n["handle"] for n in nearest.read(path, "o/r#7", 3)] == [
         ("o/r#" + str(j))
         for j in nearest.neighbours(nearest.entities(chunks, vectors).means, 3)[0][7]
     ]
@@ -227,7 +232,7 @@ def workdir(tmp_path_factory):
 @pytest.mark.slow
 def test_a_build_lists_every_items_nearest_and_related_answers_from_the_list(workdir):
     manifest = json.loads((workdir / "manifest.json").read_text())
-    assert manifest["nearest"] == {"file": "lance/nearest.parquet", "k": 10, "entities": 12}
+    assert manifest["nearest"] == {"dir": "lance/nearest", "buckets": 1, "k": 10, "entities": 12}
     snapshot = Snapshot(workdir)
     try:
         found = snapshot.related("octo/hello#4").nearest
@@ -275,7 +280,7 @@ def test_a_snapshot_built_before_the_lists_is_answered_from_the_index(workdir, t
 def test_a_nearest_file_that_is_not_one_is_refused_in_one_line(workdir, tmp_path, run, damage):
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
-    path = copy / "lance" / "nearest.parquet"
+    path = copy / "lance" / "nearest" / "0000.parquet"
     if damage == "not parquet":
         path.write_bytes(b"PAR1 but nothing else")
     else:
@@ -303,8 +308,12 @@ def test_a_published_snapshot_carries_the_lists(workdir, tmp_path):
 
 
 def lists_of(path):
-    rows = pq.read_table(path / "lance" / "nearest.parquet").to_pylist()
+    rows = [r for f in files_of(path) for r in pq.read_table(f).to_pylist()]
     return {(r["entity"], r["rank"]): (r["neighbour"], round(r["score"], 4)) for r in rows}
+
+
+def files_of(path):
+    return sorted((path / "lance" / "nearest").glob("*.parquet"))
 
 
 @pytest.mark.slow
@@ -339,7 +348,146 @@ def test_a_previous_file_that_is_not_one_is_recomputed_by_the_next_build(workdir
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
     expected = lists_of(copy)
-    (copy / "lance" / "nearest.parquet").write_bytes(b"PAR1 not really")
+    (copy / "lance" / "nearest" / "0000.parquet").write_bytes(b"PAR1 not really")
 
     assert build(settings_for(copy)).nearest == 12
     assert lists_of(copy) == expected
+
+
+def test_lists_are_split_into_buckets_and_a_small_change_rewrites_few_of_them(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setattr(nearest, "BUCKET_ENTITIES", 8)
+    rng = np.random.default_rng(11)
+    handles = [f"o/r#{n}" for n in range(1, 201)]
+    chunks, vectors = random_build(rng, handles)
+    lance = tmp_path / "lance"
+
+    assert nearest.write(lance, chunks, vectors, "m:fp32") == 200
+    files = sorted((lance / "nearest").glob("*.parquet"))
+    assert [f.name for f in files] == [f"{b:04d}.parquet" for b in range(32)]  # 200 / 8 -> 32
+    before = {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in files}
+    # every entity's list is in its bucket's file, and nowhere else
+    for path in files:
+        bucket = int(path.stem)
+        assert {nearest.bucket_of(e, 32) for e in pq.read_table(path)["entity"].to_pylist()} == {
+            bucket
+        }
+    listed = nearest.reader(lance, nearest.manifest_entry(200))
+    means = nearest.entities(chunks, vectors).means
+    assert [n["handle"] for n in listed("o/r#17", 10)] == [
+        handles[j] for j in brute_force(means, 10)[16]
+    ]
+
+    # one item gains a comment: the files of the lists that changed are rewritten, and
+    # only those; the others keep their bytes
+    lists_before = rows_in(lance)
+    changed, more = random_build(rng, ["o/r#17"])
+    changed = [replace(c, document=replace(c.document, handle="o/r#17/comment/1")) for c in changed]
+    after = chunks + changed
+    assert nearest.write(lance, after, {**vectors, **more}, "m:fp32") == 200
+    now = {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in (lance / "nearest").glob("*")}
+    assert set(now) == set(before)  # no temporary file left
+    lists_after = rows_in(lance)
+    moved = {e for e in lists_after if lists_after[e] != lists_before[e]}
+    assert "o/r#17" in moved and len(moved) < 60
+    rewritten = {name for name in now if now[name] != before[name]}
+    assert rewritten == {f"{nearest.bucket_of(e, 32):04d}.parquet" for e in moved}
+    assert len(rewritten) < 32
+
+    whole = tmp_path / "whole"
+    nearest.write(whole, after, {**vectors, **more}, "m:fp32", reuse=False)
+    assert neighbours_in(lance) == neighbours_in(whole)
+
+
+def rows_in(lance):
+    """Each entity's rows (rank, neighbour, score), from every file."""
+    found = {}
+    for path in sorted((lance / "nearest").glob("*")):
+        for r in pq.read_table(path).to_pylist():
+            found.setdefault(r["entity"], []).append((r["rank"], r["neighbour"], r["score"]))
+    return found
+
+
+def neighbours_in(lance):
+    rows = [r for f in sorted((lance / "nearest").glob("*")) for r in pq.read_table(f).to_pylist()]
+    return {(r["entity"], r["rank"]): r["neighbour"] for r in rows}
+
+
+def test_the_single_file_of_an_older_ghindex_is_read_and_replaced_by_buckets(monkeypatch, tmp_path):
+    rng = np.random.default_rng(5)
+    chunks, vectors = random_build(rng, [f"o/r#{n}" for n in range(1, 31)])
+    built = nearest.entities(chunks, vectors)
+    lists, scores = nearest.neighbours(built.means)
+    lance = tmp_path / "lance"
+    lance.mkdir()
+    old = nearest._table(built, lists, scores).replace_schema_metadata(
+        {nearest.META_KEY: json.dumps({"format": 1, "k": 10, "basis": "m:fp32"}).encode()}
+    )
+    pq.write_table(old, lance / "nearest.parquet")
+    entry = {"file": "lance/nearest.parquet", "k": 10, "entities": 30}
+
+    found = nearest.reader(lance, entry)("o/r#3", 10)
+    assert [n["handle"] for n in found] == [built.handles[j] for j in lists[2]]
+
+    # the next build takes its lists as the previous ones (nothing scored again)
+    scored = []
+    monkeypatch.setattr(nearest, "neighbours", lambda *a, **k: scored.append(a) or (None, None))
+    assert nearest.write(lance, chunks, vectors, "m:fp32") == 30
+    assert scored == []
+    assert not (lance / "nearest.parquet").exists()
+    assert nearest.reader(lance, nearest.manifest_entry(30))("o/r#3", 10) == found
+
+
+def _valid_entry(value) -> bool:
+    count = value.get("buckets")
+    return (
+        value.get("dir") == "lance/nearest"
+        and type(count) is int
+        and 1 <= count <= nearest.MAX_BUCKETS
+        and count & (count - 1) == 0
+    )
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    entry=st.one_of(
+        _JSON,
+        st.fixed_dictionaries(
+            {"dir": st.sampled_from(["lance/nearest", "lance/../x", "/etc", 7]), "buckets": _JSON}
+        ),
+        st.fixed_dictionaries(
+            {"dir": st.just("lance/nearest"), "buckets": st.integers(-3, 10_000)}
+        ),
+        st.fixed_dictionaries({"file": st.sampled_from(["lance/nearest.parquet", "../x", None])}),
+    )
+)
+def test_a_manifest_entry_of_neither_layout_is_refused_in_one_line(tmp_path, entry):
+    """The manifest's `nearest` came with the snapshot: any value is either read as one of
+    the two layouts, or ignored (not an object), or refused in one line."""
+    lance = tmp_path / "lance"
+    if not isinstance(entry, dict):
+        assert nearest.reader(lance, entry) is None
+        return
+    legacy = "buckets" not in entry and entry.get("file") == "lance/nearest.parquet"
+    if legacy:
+        assert nearest.reader(lance, entry) is None  # no such file here
+    elif _valid_entry(entry):
+        assert callable(nearest.reader(lance, entry))
+    else:
+        with pytest.raises(SnapshotError) as refused:
+            nearest.reader(lance, entry)
+        message = str(refused.value)
+        assert "\n" not in message and len(message) < 240
+        assert "nearest-items entry is not one ghindex reads" in message

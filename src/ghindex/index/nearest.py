@@ -1,4 +1,4 @@
-"""Each entity's nearest entities by text, listed at build time in `lance/nearest.parquet`.
+"""Each entity's nearest entities by text, listed at build time in `lance/nearest/`.
 
 An entity's vector is the mean of its chunks' vectors, normalised; its neighbours are
 the `K` other entities with the highest cosine between those vectors (ties to the
@@ -26,6 +26,13 @@ digests and which neighbours it lists are used, scores are recomputed, and a fil
 does not have the expected shape, or was made from another model or precision, is
 simply recomputed whole.
 
+Layout. The lists are split by a hash of the entity's handle into `buckets(E)` Parquet
+files, `lance/nearest/0000.parquet` on (a few hundred entities each, a power of two
+of them), each sorted by entity: a lookup reads one small file, and a build after a
+small change rewrites the few files whose lists changed while the others keep their
+bytes, so a publish uploads those alone (a file is stored by its content). A snapshot
+of an older ghindex has one file, `lance/nearest.parquet`, and is still read.
+
 Columns: `entity`, `rank` (1 = nearest), `neighbour`, `score` (cosine), the neighbour's
 `type`, `title` and `url` as the index shows them, and `digest` (of `entity`'s chunks).
 """
@@ -46,11 +53,14 @@ import numpy as np
 
 from ghindex.errors import SnapshotError, first_line
 from ghindex.index.chunking import Chunk
-from ghindex.vocabulary.layout import INDEX_DIR
+from ghindex.vocabulary.layout import INDEX_DIR, fsync_dir
 
-NEAREST_FILE = "nearest.parquet"
+NEAREST_DIR = "nearest"  # in `lance/`: one Parquet file per bucket
+NEAREST_FILE = "nearest.parquet"  # in `lance/`: the one file of snapshots before buckets
 K = 10
-FORMAT = 1
+FORMAT = 2  # 1: one file; 2: buckets (the columns are the same)
+BUCKET_ENTITIES = 256  # entities a bucket is sized for: a change rewrites few
+MAX_BUCKETS = 4096
 META_KEY = b"ghindex.nearest"
 _BLOCK_CELLS = 16_000_000  # similarities held at once (64 MB of float32)
 _GROUP = 64  # columns per group when bounding a row's top K (see `_top`)
@@ -70,9 +80,29 @@ def basis(model: str, precision: str) -> str:
 
 
 def manifest_entry(listed: int) -> dict[str, Any]:
-    """The manifest's `nearest`: where the file is, how many neighbours it keeps per
-    entity, and how many entities it lists."""
-    return {"file": f"{INDEX_DIR}/{NEAREST_FILE}", "k": K, "entities": listed}
+    """The manifest's `nearest`: the folder of its files and how many (buckets), how
+    many neighbours it keeps per entity, and how many entities it lists."""
+    return {
+        "dir": f"{INDEX_DIR}/{NEAREST_DIR}",
+        "buckets": buckets(listed),
+        "k": K,
+        "entities": listed,
+    }
+
+
+def buckets(entities: int) -> int:
+    """How many files the lists of `entities` entities are split into: a power of two."""
+    wanted = max(1, -(-entities // BUCKET_ENTITIES))
+    return min(MAX_BUCKETS, 1 << (wanted - 1).bit_length())
+
+
+def bucket_of(entity: str, count: int) -> int:
+    """The file an entity's list is in, of `count`: the same in every build."""
+    return int(hashlib.sha256(entity.encode("utf-8")).hexdigest()[:8], 16) % count
+
+
+def bucket_file(folder: Path, bucket: int) -> Path:
+    return Path(folder) / f"{bucket:04d}.parquet"
 
 
 @dataclass
@@ -246,23 +276,79 @@ def write(
     *,
     reuse: bool = True,
 ) -> int:
-    """`lance_path/nearest.parquet` for `chunks`, updated from the previous file where
-    it can be and `reuse` allows (see the module's docstring), replaced whole and
-    atomically. `basis` names what the vectors are (model and precision): a file of
-    another basis is recomputed. Returns the number of entities listed."""
+    """`lance_path/nearest/` for `chunks`, updated from the previous lists where it can
+    be and `reuse` allows (see the module's docstring). Each bucket's file is replaced
+    atomically, and only when its bytes change; files of buckets no longer used, and
+    the single file of an older ghindex, are removed. `basis` names what the vectors are
+    (model and precision): lists of another basis are recomputed. Returns the number of
+    entities listed."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(lance_path) / NEAREST_FILE
+    lance_path = Path(lance_path)
+    folder = lance_path / NEAREST_DIR
     now = entities(chunks, vectors)
-    found, scores = update(now, _previous(path, basis) if reuse else None)
-    # sorted by entity in small row groups: a reader's `entity = ?` skips all but one
-    rows = _table(now, found, scores).sort_by([("entity", "ascending"), ("rank", "ascending")])
+    found, scores = _in_order(
+        now.means, update(now, _previous(lance_path, basis) if reuse else None)[0]
+    )
+    listed = len(now.handles) if found.shape[1] else 0
+    count = buckets(listed)
+    rows = _table(now, found, scores)
+    owner = np.array([bucket_of(h, count) for h in now.handles], dtype=np.int32)
+    rows = rows.append_column("_bucket", pa.array(np.repeat(owner, found.shape[1])))
+    # sorted by entity within each file: a reader's `entity = ?` reads one row group
+    rows = rows.sort_by([("_bucket", "ascending"), ("entity", "ascending"), ("rank", "ascending")])
+    folder.mkdir(parents=True, exist_ok=True)
+    for leftover in folder.glob("*.tmp"):
+        leftover.unlink()
+    bounds = np.searchsorted(rows.column("_bucket").to_numpy(), np.arange(count + 1))
     meta = {META_KEY: json.dumps({"format": FORMAT, "k": K, "basis": basis}).encode()}
-    rows = rows.replace_schema_metadata(meta)
-    tmp = path.with_name(f"{NEAREST_FILE}.tmp")
-    pq.write_table(rows, tmp, compression="zstd", row_group_size=ROW_GROUP)
-    os.replace(tmp, path)
-    return len(now.handles) if found.shape[1] else 0
+    for bucket in range(count):
+        start, end = bounds[bucket], bounds[bucket + 1]
+        part = rows.slice(start, end - start).drop_columns(["_bucket"])
+        sink = pa.BufferOutputStream()
+        pq.write_table(
+            part.replace_schema_metadata(meta), sink, compression="zstd", row_group_size=ROW_GROUP
+        )
+        data = sink.getvalue().to_pybytes()
+        path = bucket_file(folder, bucket)
+        if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            continue  # the same lists: the file keeps its bytes (and its mtime)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    for stale in folder.glob("*.parquet"):
+        if stale not in {bucket_file(folder, b) for b in range(count)}:
+            stale.unlink()
+    (lance_path / NEAREST_FILE).unlink(missing_ok=True)
+    fsync_dir(folder)
+    return listed
+
+
+def _in_order(means: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every list scored the one same way, and ordered by it (ties to the earlier
+    entity): a list found by another path (scored whole, merged with what changed,
+    clustered) then has the same scores to the last bit, and its file the same bytes, as
+    when nothing about it changed."""
+    scores = np.zeros(found.shape, dtype=np.float32)
+    block = max(1, _BLOCK_CELLS // max(1, found.shape[1] * means.shape[1]))
+    for start in range(0, len(found), block):
+        rows = np.arange(start, min(start + block, len(found)))
+        scores[rows] = np.einsum("ij,ikj->ik", means[rows], means[found[rows]])
+    scores = np.nan_to_num(scores, nan=NOT_A_VECTOR)
+    order = np.lexsort((found, -scores), axis=1)
+    return np.take_along_axis(found, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+def _file_meta(path: Path) -> dict[str, Any] | None:
+    """What a nearest file says it was made from, or None when it is not one."""
+    try:
+        import pyarrow.parquet as pq
+
+        meta = json.loads((pq.read_schema(path).metadata or {}).get(META_KEY, b"null"))
+    except Exception:  # missing, or not a file this code wrote
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def update(
@@ -319,30 +405,35 @@ def _merge(
     return np.take_along_axis(cols, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
-def _previous(path: Path, basis: str) -> dict[str, tuple[str, list[str]]] | None:
-    """The previous file's digests and lists, or None when there is none to trust."""
-    if not path.is_file():
+def _previous(lance_path: Path, basis: str) -> dict[str, tuple[str, list[str]]] | None:
+    """The previous lists' digests and neighbours (from the bucket files, or the single
+    file of an older ghindex), or None when there are none to trust."""
+    folder = Path(lance_path) / NEAREST_DIR
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not files and (Path(lance_path) / NEAREST_FILE).is_file():
+        files = [Path(lance_path) / NEAREST_FILE]
+    if not files:
         return None
+    found: dict[str, tuple[str, list[tuple[int, str]]]] = {}
     try:
         import pyarrow.parquet as pq
 
-        schema = pq.read_schema(path)
-        meta = json.loads((schema.metadata or {}).get(META_KEY, b"{}"))
-        if meta != {"format": FORMAT, "k": K, "basis": basis}:
-            return None
-        table = pq.read_table(path, columns=["entity", "rank", "neighbour", "digest"])
-        rows = zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
-        found: dict[str, tuple[str, list[tuple[int, str]]]] = {}
-        for entity, rank, neighbour, digest in rows:
-            if not (isinstance(entity, str) and isinstance(neighbour, str)):
+        for path in files:
+            meta = _file_meta(path) or {}
+            if meta.get("k") != K or meta.get("basis") != basis:
                 return None
-            if not (isinstance(rank, int) and isinstance(digest, str)):
-                return None
-            held = found.setdefault(entity, (digest, []))
-            if held[0] != digest:
-                return None
-            held[1].append((rank, neighbour))
-    except Exception:  # not a file this code wrote: recompute it whole
+            table = pq.read_table(path, columns=["entity", "rank", "neighbour", "digest"])
+            rows = zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True)
+            for entity, rank, neighbour, digest in rows:
+                if not (isinstance(entity, str) and isinstance(neighbour, str)):
+                    return None
+                if not (isinstance(rank, int) and isinstance(digest, str)):
+                    return None
+                held = found.setdefault(entity, (digest, []))
+                if held[0] != digest:
+                    return None
+                held[1].append((rank, neighbour))
+    except Exception:  # not files this code wrote: recompute them whole
         return None
     return {e: (d, [n for _r, n in sorted(listed)]) for e, (d, listed) in found.items()}
 
@@ -368,16 +459,39 @@ def _table(now: Entities, found: np.ndarray, scores: np.ndarray):
     )
 
 
-def reader(lance_path: Path) -> NearestItems | None:
-    """`(handle, k) -> up to k nearest items` read from the file, or None without one."""
-    path = Path(lance_path) / NEAREST_FILE
-    if not path.is_file():
+def reader(lance_path: Path, listed: object) -> NearestItems | None:
+    """`(handle, k) -> up to k nearest items`, read from the lists the manifest's
+    `nearest` entry (`listed`) names, or None when it names none. The entry came with
+    the snapshot: one that is not of either layout is refused in one line."""
+    lance_path = Path(lance_path)
+    if not isinstance(listed, dict):
         return None
+    if "buckets" not in listed and listed.get("file") == f"{INDEX_DIR}/{NEAREST_FILE}":
+        single = lance_path / NEAREST_FILE  # a snapshot of an older ghindex
+        return (lambda handle, k: read(single, handle, k)) if single.is_file() else None
+    count = listed.get("buckets")
+    if not (
+        listed.get("dir") == f"{INDEX_DIR}/{NEAREST_DIR}"
+        and isinstance(count, int)
+        and not isinstance(count, bool)
+        and 1 <= count <= MAX_BUCKETS
+        and count & (count - 1) == 0
+    ):
+        raise SnapshotError(
+            f"the manifest's nearest-items entry is not one ghindex reads ({_shown(listed)}): "
+            "pull the snapshot again, or build it again"
+        )
+    folder = lance_path / NEAREST_DIR
 
     def nearest_items(handle: str, k: int) -> list[dict[str, Any]]:
-        return read(path, handle, k)
+        return read(bucket_file(folder, bucket_of(handle, count)), handle, k)
 
     return nearest_items
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def read(path: Path, handle: str, k: int) -> list[dict[str, Any]]:

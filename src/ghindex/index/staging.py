@@ -1,10 +1,10 @@
 """A `--full` build beside the serving index, switched in only when it is complete.
 
-`build --full` writes its `chunks` table, its nearest-items list and its manifest into
-`lance/.next/`, while `lance/chunks.lance`, `lance/nearest.parquet` and the manifest
-keep serving the previous build. Only when all three are written does `switch` move
-them into place: the table directory by one atomic exchange (Linux `renameat2`; two
-renames elsewhere), then the two files by `os.replace`. A build killed before the
+`build --full` writes its `chunks` table, its nearest-items lists and its manifest into
+`lance/.next/`, while `lance/chunks.lance`, `lance/nearest/` and the manifest keep
+serving the previous build. Only when all three are written does `switch` move them
+into place: the table and the lists' folder each by one atomic exchange (Linux
+`renameat2`; two renames elsewhere), then the manifest by `os.replace`. A build killed before the
 switch leaves the previous index and its manifest exactly as they were; the next build
 removes what it left. The embedding caches stay in `lance/` (vectors do not depend on
 chunks), so a rerun embeds only what the killed one had not cached.
@@ -53,8 +53,8 @@ def begin(lance_path: Path) -> Path:
 
 
 def switch(lance_path: Path, manifest_path: Path) -> None:
-    """Put the staged table, nearest list and manifest in place of the serving ones,
-    then remove the previous table (now in the staging folder) with the folder."""
+    """Put the staged table, nearest lists and manifest in place of the serving ones,
+    then remove the previous table and lists (now in the staging folder) with the folder."""
     lance_path = Path(lance_path)
     staged = path_in(lance_path)
     new_table, serving = staged / _TABLE_DIR, lance_path / _TABLE_DIR
@@ -64,8 +64,13 @@ def switch(lance_path: Path, manifest_path: Path) -> None:
         _exchange(new_table, serving)
     else:
         os.rename(new_table, serving)
-    if (staged / nearest.NEAREST_FILE).exists():
-        os.replace(staged / nearest.NEAREST_FILE, lance_path / nearest.NEAREST_FILE)
+    new_lists, lists = staged / nearest.NEAREST_DIR, lance_path / nearest.NEAREST_DIR
+    if new_lists.is_dir():
+        if lists.exists():
+            _exchange(new_lists, lists)
+        else:
+            os.rename(new_lists, lists)
+        (lance_path / nearest.NEAREST_FILE).unlink(missing_ok=True)  # an older ghindex's
     fsync_dir(lance_path)
     os.replace(staged / Path(manifest_path).name, manifest_path)
     fsync_dir(Path(manifest_path).parent)

@@ -446,8 +446,7 @@ class Snapshot(SnapshotFiles):
         from ghindex.index import nearest
 
         listed = self.manifest.get("nearest") if isinstance(self.manifest, dict) else None
-        found = nearest.reader(self.lance_path) if isinstance(listed, dict) else None
-        return found or self.searcher.nearest
+        return nearest.reader(self.lance_path, listed) or self.searcher.nearest
 
     def sql(
         self,
