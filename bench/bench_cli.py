@@ -111,7 +111,7 @@ def synthetic_workdir(base: Path, rows: int) -> Path:
     manifest = json.loads((staging / "manifest.json").read_text())
     made_by = nearest.basis(embedder.name, DEFAULT_PRECISION)
     manifest["nearest"] = nearest.manifest_entry(
-        nearest.write(staging / "lance", chunks, vectors, made_by)
+        nearest.write(staging / "lance", nearest.entities(chunks, vectors), made_by)
     )
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2))
     staging.rename(target)

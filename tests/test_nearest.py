@@ -109,7 +109,7 @@ def test_an_item_is_the_mean_of_its_chunks_and_shown_by_its_own_document():
     found = nearest.entities(chunks, vectors)
 
     assert found.handles == ["o/r#1", "o/r#2"]
-    assert [h.document.title for h in found.heads] == ["The issue", "Other"]
+    assert [h.title for h in found.heads] == ["The issue", "Other"]
     assert np.allclose(found.means, [[2**-0.5, 2**-0.5], [0.6, 0.8]])
     assert found.digests[0] != nearest.entities(chunks[:2], vectors).digests[0]  # lost a chunk
     lists, scores = nearest.neighbours(found.means)
@@ -141,7 +141,7 @@ def test_the_file_is_sorted_by_item_so_a_reader_opens_one_row_group(monkeypatch,
     monkeypatch.setattr(nearest, "ROW_GROUP", 40)
     chunks, vectors = random_build(np.random.default_rng(3), [f"o/r#{n}" for n in range(30)])
 
-    assert nearest.write(tmp_path, chunks, vectors, "model:fp32") == 30
+    assert nearest.write(tmp_path, nearest.entities(chunks, vectors), "model:fp32") == 30
 
     path = tmp_path / "nearest" / "0000.parquet"  # 30 items: one bucket
     assert sorted(p.name for p in (tmp_path / "nearest").iterdir()) == ["0000.parquet"]
@@ -363,7 +363,7 @@ def test_lists_are_split_into_buckets_and_a_small_change_rewrites_few_of_them(
     chunks, vectors = random_build(rng, handles)
     lance = tmp_path / "lance"
 
-    assert nearest.write(lance, chunks, vectors, "m:fp32") == 200
+    assert nearest.write(lance, nearest.entities(chunks, vectors), "m:fp32") == 200
     files = sorted((lance / "nearest").glob("*.parquet"))
     assert [f.name for f in files] == [f"{b:04d}.parquet" for b in range(32)]  # 200 / 8 -> 32
     before = {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in files}
@@ -385,7 +385,7 @@ def test_lists_are_split_into_buckets_and_a_small_change_rewrites_few_of_them(
     changed, more = random_build(rng, ["o/r#17"])
     changed = [replace(c, document=replace(c.document, handle="o/r#17/comment/1")) for c in changed]
     after = chunks + changed
-    assert nearest.write(lance, after, {**vectors, **more}, "m:fp32") == 200
+    assert nearest.write(lance, nearest.entities(after, {**vectors, **more}), "m:fp32") == 200
     now = {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in (lance / "nearest").glob("*")}
     assert set(now) == set(before)  # no temporary file left
     lists_after = rows_in(lance)
@@ -396,7 +396,7 @@ def test_lists_are_split_into_buckets_and_a_small_change_rewrites_few_of_them(
     assert len(rewritten) < 32
 
     whole = tmp_path / "whole"
-    nearest.write(whole, after, {**vectors, **more}, "m:fp32", reuse=False)
+    nearest.write(whole, nearest.entities(after, {**vectors, **more}), "m:fp32", reuse=False)
     assert neighbours_in(lance) == neighbours_in(whole)
 
 
@@ -433,7 +433,7 @@ def test_the_single_file_of_an_older_ghindex_is_read_and_replaced_by_buckets(mon
     # the next build takes its lists as the previous ones (nothing scored again)
     scored = []
     monkeypatch.setattr(nearest, "neighbours", lambda *a, **k: scored.append(a) or (None, None))
-    assert nearest.write(lance, chunks, vectors, "m:fp32") == 30
+    assert nearest.write(lance, nearest.entities(chunks, vectors), "m:fp32") == 30
     assert scored == []
     assert not (lance / "nearest.parquet").exists()
     assert nearest.reader(lance, nearest.manifest_entry(30))("o/r#3", 10) == found

@@ -15,11 +15,12 @@ with its manifest, until the new one is complete.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +34,7 @@ from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
 from ghindex.index import nearest, staging
 from ghindex.index import table as index
-from ghindex.index.chunking import ChunkSettings, chunk_document
+from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.embed import canonical_model_name
 from ghindex.progress import Progress
@@ -199,18 +200,22 @@ def build(
             with transaction(con):
                 redaction.record(con, "git", settings.redact)
         prune = redaction.index_stale(con)
-        documents = list(iter_documents(con, doc_settings))
-        say(f"{len(documents)} documents")
-        chunks = [c for doc in documents for c in chunk_document(doc, chunking)]
-        hashes = list(dict.fromkeys(c.content_hash for c in chunks))
-        vectors = index.cached_vectors(db, model_name, hashes, precision)
+
+        # The chunks are made again for each pass (surveying, embedding what is new,
+        # writing), never held: a build holds their hashes and vectors, not their text.
+        def each_chunk() -> Iterator[Chunk]:
+            for doc in iter_documents(con, doc_settings):
+                yield from chunk_document(doc, chunking)
+
+        survey = _Survey.of(each_chunk())
+        say(f"{survey.documents} documents")
+        vectors = index.cached_vectors(db, model_name, survey.hashes, precision)
         cached = len(vectors)
-        missing = [h for h in hashes if h not in vectors]
+        missing = vectors.missing()
         if shard is not None:
             others = len(missing)
             missing = [h for h in missing if shard.holds(h)]
             say(f"shard {shard}: {len(missing)} of the {others} chunks to embed are this shard's")
-        texts = {c.content_hash: c.text for c in chunks}
         dimension = index.cache_dimension(db, model_name, precision) or 0
         encoder = None
 
@@ -220,15 +225,15 @@ def build(
             return BuildReport(
                 model=model_name,
                 dimension=dimension,
-                documents=len(documents),
-                chunks=len(chunks),
+                documents=survey.documents,
+                chunks=survey.chunks,
                 embedded=embedded,
                 from_cache=cached,
                 inserted=0,
                 updated=0,
                 deleted=0,
                 seconds=round(time.perf_counter() - started, 3),
-                counts=dict(sorted(Counter(d.type for d in documents).items())),
+                counts=survey.counts,
                 notes=[*notes, note],
                 precision=precision,
                 encoder=encoder,
@@ -243,14 +248,13 @@ def build(
             say(f"loading model {model_name} ({precision})")
             embedder = _embedder(model_name, precision, settings, embedder_factory)
             dimension, encoder = embedder.dimension, getattr(embedder, "encoder", None)
-            say(f"embedding {len(missing)} chunks ({len(vectors)} cached)")
+            say(f"embedding {len(missing)} chunks ({cached} cached)")
             deadline = None if stop_after is None else started + stop_after
+            new = _texts_of(each_chunk(), set(missing)) if missing else iter(())
             with progress.task("build", len(missing), unit="rows", verb="embedded") as counted:
-                for part, made in _embed_in_slices(
-                    embedder, missing, texts, counted.advance, deadline
-                ):
+                for part, made in _embed_in_slices(embedder, new, counted.advance, deadline):
                     index.add_to_cache(db, model_name, part, made, precision)
-                    vectors.update(zip(part, made, strict=True))
+                    vectors.put(part, made)
         embedded = len(missing) - sum(h not in vectors for h in missing)
         if embedded < len(missing):
             return unindexed(
@@ -270,22 +274,38 @@ def build(
         # --full: beside the serving index, which keeps serving until the switch
         out = staging.begin(settings.lance_path) if full else settings.lance_path
         target = index.connect(out) if full else db
+        # each item's nearest items are gathered from the chunks as they are written
+        gathering = nearest.Gathering(vectors, expected=survey.entities)
+
+        def written_chunks() -> Iterator[Chunk]:
+            for chunk in each_chunk():
+                gathering.add(chunk)
+                yield chunk
+
         # After text was redacted in place, older table versions and the full-text index
         # still hold the raw text: prune them so that no snapshot carries it.
         written = index.write_chunks(
-            target, model_name, chunks, vectors, dimension, precision=precision, prune=prune
+            target,
+            model_name,
+            written_chunks(),
+            vectors,
+            dimension,
+            precision=precision,
+            prune=prune,
         )
         if prune:  # the caches still hold the vectors of the text before redaction
-            index.prune_caches(db, hashes)
+            index.prune_caches(db, survey.hashes)
         say("listing each item's nearest items")
+        now = gathering.done()  # lets go of the chunks' vectors: the lists need the items'
+        del vectors
         made_by = nearest.basis(model_name, precision)
-        listed = nearest.write(out, chunks, vectors, made_by, reuse=not full)
-        counts = dict(sorted(Counter(d.type for d in documents).items()))
+        listed = nearest.write(out, now, made_by, reuse=not full)
+        counts = survey.counts
         report = BuildReport(
             model=model_name,
             dimension=dimension,
-            documents=len(documents),
-            chunks=len(chunks),
+            documents=survey.documents,
+            chunks=survey.chunks,
             embedded=len(missing),
             from_cache=cached,
             to_embed=len(missing),
@@ -320,38 +340,78 @@ def build(
     return report
 
 
+def _texts_of(chunks: Iterable[Chunk], wanted: set[str]) -> Iterator[tuple[str, str]]:
+    """(content hash, text) of the chunks whose hash is `wanted`, each hash once, in the
+    order the chunks come."""
+    for chunk in chunks:
+        if chunk.content_hash in wanted:
+            wanted.discard(chunk.content_hash)
+            yield chunk.content_hash, chunk.text
+
+
 def _embed_in_slices(
     embedder: Any,
-    hashes: list[str],
-    texts: dict[str, str],
+    texts: Iterator[tuple[str, str]],
     advance: Callable[[int], None],
     deadline: float | None = None,
 ) -> Iterator[tuple[list[str], np.ndarray]]:
-    """(content hashes, their vectors) a slice at a time, as `embedder` makes them.
-    Stopped (Ctrl-C, SIGTERM, a job's time limit), it first hands over the steps it
-    finished since the last slice, for the caller to store, and then stops: a rerun
-    embeds none of them again. Past `deadline` (`time.perf_counter()`), it hands them
-    over and ends there, with the rest not embedded."""
+    """(content hashes, their vectors) a slice at a time, as `embedder` makes them from
+    `texts` ((hash, text) pairs). Stopped (Ctrl-C, SIGTERM, a job's time limit), it first
+    hands over the steps it finished since the last slice, for the caller to store, and
+    then stops: a rerun embeds none of them again. Past `deadline`
+    (`time.perf_counter()`), it hands them over and ends there, with the rest not
+    embedded."""
     pending: list[str] = []
     made: list[np.ndarray] = []
     since = time.monotonic()
     try:
-        for start in range(0, len(hashes), EMBED_STEP):
-            step = hashes[start : start + EMBED_STEP]
-            made.append(embedder.encode([texts[h] for h in step], progress=advance))
-            pending += step
+        while step := list(itertools.islice(texts, EMBED_STEP)):
+            made.append(embedder.encode([text for _hash, text in step], progress=advance))
+            pending += [h for h, _text in step]
             late = deadline is not None and time.perf_counter() >= deadline
-            last = late or start + EMBED_STEP >= len(hashes)
+            last = late or len(step) < EMBED_STEP
             if last or len(pending) >= SLICE_ROWS or time.monotonic() - since >= SLICE_SECONDS:
                 ready, pending = pending, []
                 yield ready, np.concatenate(made)
                 made, since = [], time.monotonic()
             if late:
                 return
+        if pending:
+            yield pending, np.concatenate(made)
     except KeyboardInterrupt:
         if pending:
             yield pending, np.concatenate(made)
         raise
+
+
+@dataclass
+class _Survey:
+    """What a first pass over the chunks finds: how many documents, chunks and entities,
+    the documents per type, and the chunks' content hashes (each once, in order)."""
+
+    documents: int = 0
+    chunks: int = 0
+    entities: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    hashes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, chunks: Iterable[Chunk]) -> _Survey:
+        found = cls()
+        seen: set[str] = set()
+        entities: set[str] = set()
+        types: Counter[str] = Counter()
+        for chunk in chunks:
+            found.chunks += 1
+            if chunk.index == 0:  # a document's first chunk (every document has one)
+                types[chunk.document.type] += 1
+            entities.add(chunk.document.entity)
+            if chunk.content_hash not in seen:
+                seen.add(chunk.content_hash)
+                found.hashes.append(chunk.content_hash)
+        found.documents, found.entities = sum(types.values()), len(entities)
+        found.counts = dict(sorted(types.items()))
+        return found
 
 
 def _new_precision(model: str, settings: Settings, factory: Callable | None) -> str:

@@ -43,7 +43,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,42 +105,80 @@ def bucket_file(folder: Path, bucket: int) -> Path:
     return Path(folder) / f"{bucket:04d}.parquet"
 
 
+@dataclass(frozen=True)
+class Head:
+    """What a list shows of an entity: its type, title and URL (from its own document's
+    first chunk, else its first)."""
+
+    entity_type: str
+    title: str | None
+    url: str | None
+
+
 @dataclass
 class Entities:
-    """The entities of a build, in the order of their first chunk: handle, the chunk
-    standing for each (its own document's first, else its first), normalised mean
-    vectors and content digests."""
+    """The entities of a build, in the order of their first chunk: handle, what a list
+    shows of each (`Head`), normalised mean vectors and content digests."""
 
     handles: list[str]
-    heads: list[Chunk]
+    heads: list[Head]
     means: np.ndarray
     digests: list[str]
 
 
-def entities(chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray]) -> Entities:
-    index: dict[str, int] = {}
-    heads: list[Chunk] = []
-    hashes: list[list[str]] = []
-    for chunk in chunks:
+class Gathering:
+    """`Entities` made from chunks as they stream past (`add`, then `done`): a build
+    gathers them while it writes the index, and holds per entity a running sum of its
+    vectors and its chunks' hashes, never the chunks. `expected`: how many entities to
+    make room for at once (more are made room for as they come)."""
+
+    def __init__(self, vectors: Mapping[str, np.ndarray], expected: int = 0) -> None:
+        self.vectors: Mapping[str, np.ndarray] = vectors
+        self.index: dict[str, int] = {}
+        self.heads: list[Head] = []
+        self.own: list[bool] = []  # whether the head is of the entity's own document
+        self.hashes: list[list[str]] = []
+        self.sums: np.ndarray | None = None
+        self.expected = expected
+
+    def add(self, chunk: Chunk) -> None:
         doc = chunk.document
-        at = index.setdefault(doc.entity, len(index))
-        if at == len(heads):
-            heads.append(chunk)
-            hashes.append([])
-        elif doc.handle == doc.entity and heads[at].document.handle != doc.entity:
-            heads[at] = chunk
-        hashes[at].append(chunk.content_hash)
-    digests = [hashlib.sha256("\n".join(h).encode()).hexdigest()[:32] for h in hashes]
-    if not chunks:
-        return Entities([], [], np.zeros((0, 0), dtype=np.float32), [])
-    owner = np.fromiter((index[c.document.entity] for c in chunks), dtype=np.int64)
-    order = np.argsort(owner, kind="stable")
-    rows = np.stack([np.asarray(vectors[chunks[i].content_hash], dtype=np.float32) for i in order])
-    starts = np.flatnonzero(np.r_[True, np.diff(owner[order]) != 0])
-    sums = np.add.reduceat(rows, starts, axis=0)  # entity i's rows start at starts[i]
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    means = (sums / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-    return Entities([h.document.entity for h in heads], heads, means, digests)
+        at = self.index.setdefault(doc.entity, len(self.index))
+        own = doc.handle == doc.entity
+        if at == len(self.heads):
+            self.heads.append(Head(doc.entity_type, doc.title, doc.url))
+            self.own.append(own)
+            self.hashes.append([])
+        elif own and not self.own[at]:
+            self.heads[at], self.own[at] = Head(doc.entity_type, doc.title, doc.url), True
+        self.hashes[at].append(chunk.content_hash)
+        vector = np.asarray(self.vectors[chunk.content_hash], dtype=np.float32)
+        if self.sums is None:
+            self.sums = np.zeros((max(self.expected, 1024), len(vector)), dtype=np.float32)
+        elif at >= len(self.sums):
+            grown = np.zeros((2 * len(self.sums), self.sums.shape[1]), dtype=np.float32)
+            grown[: len(self.sums)] = self.sums
+            self.sums = grown
+        self.sums[at] += vector
+
+    def done(self) -> Entities:
+        """The entities gathered; the chunks' vectors are let go."""
+        self.vectors = {}
+        digests = [hashlib.sha256("\n".join(h).encode()).hexdigest()[:32] for h in self.hashes]
+        if self.sums is None:
+            return Entities([], [], np.zeros((0, 0), dtype=np.float32), [])
+        means = self.sums[: len(self.heads)]
+        self.sums = None
+        norms = np.linalg.norm(means, axis=1, keepdims=True)
+        means /= np.where(norms == 0, 1.0, norms)
+        return Entities(list(self.index), self.heads, means, digests)
+
+
+def entities(chunks: Iterable[Chunk], vectors: Mapping[str, np.ndarray]) -> Entities:
+    gathering = Gathering(vectors)
+    for chunk in chunks:
+        gathering.add(chunk)
+    return gathering.done()
 
 
 def neighbours(
@@ -268,26 +306,18 @@ def _top(sims: np.ndarray, keep: int) -> tuple[np.ndarray, np.ndarray]:
     return col[kept].reshape(count, keep), value[kept].reshape(count, keep)
 
 
-def write(
-    lance_path: Path,
-    chunks: Sequence[Chunk],
-    vectors: Mapping[str, np.ndarray],
-    basis: str,
-    *,
-    reuse: bool = True,
-) -> int:
-    """`lance_path/nearest/` for `chunks`, updated from the previous lists where it can
-    be and `reuse` allows (see the module's docstring). Each bucket's file is replaced
-    atomically, and only when its bytes change; files of buckets no longer used, and
-    the single file of an older ghindex, are removed. `basis` names what the vectors are
-    (model and precision): lists of another basis are recomputed. Returns the number of
-    entities listed."""
+def write(lance_path: Path, now: Entities, basis: str, *, reuse: bool = True) -> int:
+    """`lance_path/nearest/` for the entities `now` (see `entities`, `Gathering`),
+    updated from the previous lists where it can be and `reuse` allows (see the module's
+    docstring). Each bucket's file is replaced atomically, and only when its bytes
+    change; files of buckets no longer used, and the single file of an older ghindex,
+    are removed. `basis` names what the vectors are (model and precision): lists of
+    another basis are recomputed. Returns the number of entities listed."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     lance_path = Path(lance_path)
     folder = lance_path / NEAREST_DIR
-    now = entities(chunks, vectors)
     found, scores = _in_order(
         now.means, update(now, _previous(lance_path, basis) if reuse else None)[0]
     )
@@ -441,7 +471,7 @@ def _previous(lance_path: Path, basis: str) -> dict[str, tuple[str, list[str]]] 
 def _table(now: Entities, found: np.ndarray, scores: np.ndarray):
     import pyarrow as pa
 
-    docs = [h.document for h in now.heads]
+    docs = now.heads
     keep = found.shape[1]
     source = np.repeat(np.arange(len(docs)), keep).tolist()
     target = found.reshape(-1).tolist()

@@ -170,29 +170,82 @@ def check_model(db: lancedb.DBConnection, path: Path, model: str, precision: str
         )
 
 
-def cached_vectors(
-    db: lancedb.DBConnection,
-    model: str,
-    hashes: Iterable[str],
-    precision: str = FP32,
-) -> dict[str, np.ndarray]:
-    """Vectors `model` already computed at `precision` for these content hashes."""
-    wanted = pa.array(sorted(set(hashes)), pa.string())
-    name = cache_table(model, precision)
-    if name not in table_names(db) or len(wanted) == 0:
-        return {}
-    table = _with_hashes(db.open_table(name).to_arrow(), wanted)
-    if table.num_rows == 0:
-        return {}
-    keys = table.column("content_hash").to_pylist()
-    flat = table.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
-    matrix = flat.reshape(len(keys), -1)
-    return {key: matrix[row] for row, key in enumerate(keys)}
+class Vectors(Mapping[str, np.ndarray]):
+    """The vectors of a set of content hashes, held in one float32 matrix with a row for
+    each hash (made room for once, when the first vectors arrive): a build of a million
+    chunks holds 1.5 KB a vector, not an array object per vector. A hash is in the mapping
+    once its vector is `put`."""
+
+    def __init__(self, hashes: Iterable[str]) -> None:
+        self._rows = {h: i for i, h in enumerate(dict.fromkeys(hashes))}
+        self._held = np.zeros(len(self._rows), dtype=bool)
+        self._matrix: np.ndarray | None = None
+
+    def put(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Hold `vectors` (a row each) for `hashes`, which must be among this set's."""
+        if not len(hashes):
+            return
+        if self._matrix is None:
+            self._matrix = np.zeros((len(self._rows), vectors.shape[1]), dtype=np.float32)
+        rows = np.fromiter((self._rows[h] for h in hashes), dtype=np.int64, count=len(hashes))
+        self._matrix[rows] = vectors
+        self._held[rows] = True
+
+    @property
+    def hashes(self) -> list[str]:
+        """Every hash of the set, in the order given."""
+        return list(self._rows)
+
+    def missing(self) -> list[str]:
+        """The hashes without a vector yet, in the order they were given."""
+        return [h for h, row in self._rows.items() if not self._held[row]]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        row = self._rows[key]
+        if self._matrix is None or not self._held[row]:
+            raise KeyError(key)
+        return self._matrix[row]
+
+    def __contains__(self, key: object) -> bool:
+        row = self._rows.get(key)  # type: ignore[call-overload]
+        return row is not None and bool(self._held[row])
+
+    def __iter__(self) -> Iterator[str]:
+        return (h for h, row in self._rows.items() if self._held[row])
+
+    def __len__(self) -> int:
+        return int(self._held.sum())
+
+
+CACHE_BATCH = 65_536  # cache rows read at once when looking vectors up
 
 
 def _with_hashes(rows: pa.Table, hashes: pa.Array) -> pa.Table:
     """The cache rows whose content hash is one of `hashes`."""
     return rows.filter(pc.is_in(rows.column("content_hash"), value_set=hashes))
+
+
+def cached_vectors(
+    db: lancedb.DBConnection,
+    model: str,
+    hashes: Iterable[str],
+    precision: str = FP32,
+) -> Vectors:
+    """Vectors `model` already computed at `precision` for these content hashes, read
+    from the cache `CACHE_BATCH` rows at a time (the cache may hold far more than a build
+    needs, and is never read whole)."""
+    found = Vectors(hashes)
+    name = cache_table(model, precision)
+    if name not in table_names(db) or not len(found.hashes):
+        return found
+    wanted = pa.array(found.hashes, pa.string())
+    rows = db.open_table(name).search().select(["content_hash", "vector"]).limit(None)
+    for batch in rows.to_batches(CACHE_BATCH):
+        batch = _with_hashes(pa.Table.from_batches([batch]), wanted)
+        if batch.num_rows:
+            flat = batch.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
+            found.put(batch.column("content_hash").to_pylist(), flat.reshape(batch.num_rows, -1))
+    return found
 
 
 def add_to_cache(
