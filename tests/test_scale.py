@@ -4,13 +4,19 @@ index's probes growing with the table, and nearest lists from clusters above a s
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ghindex.errors import ConfigError
 from ghindex.index import nearest
 from ghindex.index import table as index
 from ghindex.index.build import build
+from ghindex.query import search as search_module
 from ghindex.query.filters import Filters
 from ghindex.query.search import Searcher
 from testkit.embedders import hash_factory
@@ -213,3 +219,137 @@ def test_every_connection_shares_one_bounded_cache(isolated, monkeypatch):
         assert "\n" not in str(refused.value)
     finally:
         index._session.cache_clear()
+
+
+def test_a_build_holds_few_documents_at_once_and_indexes_every_one(isolated, monkeypatch):
+    """A build streams: the documents it reads (and their chunks' text) are let go as it
+    goes, in each of its passes, so its memory is the batch's and the vectors', not every
+    text of the state. The index it writes holds every chunk, each with its vector."""
+    import gc
+    import weakref
+
+    from ghindex.index import build as building
+    from ghindex.index import documents
+    from testkit.embedders import HashEmbedder
+
+    monkeypatch.setattr(index, "WRITE_BATCH", 16)
+    settings = settings_for(isolated / "work")
+    store_issues(settings, _issues(400, {3, 6, 9}))
+    alive: weakref.WeakSet = weakref.WeakSet()
+    most = [0]
+    real = documents.iter_documents
+
+    def watched(con, doc_settings=None):
+        for count, doc in enumerate(real(con, doc_settings)):
+            alive.add(doc)
+            if count % 25 == 0:
+                gc.collect()
+                most[0] = max(most[0], len(alive))
+            yield doc
+
+    monkeypatch.setattr(building, "iter_documents", watched)
+    embedder = HashEmbedder()
+    report = build(settings, embedder_factory=hash_factory(embedder))
+
+    assert report.documents == report.chunks == report.embedded == 400
+    assert sum(embedder.calls) == 400  # each text embedded once
+    assert 0 < most[0] <= 3 * 16, most[0]  # a write batch's worth, not 400
+    table = index.connect(settings.lance_path).open_table(index.CHUNKS)
+    rows = table.to_arrow().sort_by("id").to_pylist()
+    assert len(rows) == 400
+    made = embedder.encode([r["text"] for r in rows[:5]])
+    assert np.allclose([r["vector"] for r in rows[:5]], made, atol=1e-6)
+    # the nearest lists were gathered from the same stream
+    assert report.nearest == 400
+
+
+@pytest.fixture(scope="module")
+def filtered_table(tmp_path_factory):
+    """120 issues, their words repeated a different number of times (few BM25 ties),
+    labels and states in a pattern, with the scalar indexes of a large table."""
+    path = tmp_path_factory.mktemp("planned") / "work"
+    settings = settings_for(path)
+    nodes = _issues(120, {n for n in range(1, 121) if n % 3 == 0})
+    for node in nodes:
+        n = node["number"]
+        node["body"] = " ".join(
+            ["crash"] * (n % 7 + 1) + ["timeout"] * (n % 5) + ["proxy"] * (n % 4) + [f"w{n}"] * 3
+        )
+    store_issues(settings, nodes)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(index, "SCALAR_INDEX_ROWS", 10)
+        build(settings, embedder_factory=hash_factory())
+    return path
+
+
+@settings(
+    max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    filters=st.builds(
+        Filters,
+        states=st.lists(st.sampled_from(["open", "closed", "OPEN"]), max_size=2).map(tuple),
+        labels=st.lists(st.sampled_from(LABELS), max_size=2).map(tuple),
+        any_labels=st.lists(st.sampled_from(LABELS), max_size=2).map(tuple),
+        not_labels=st.lists(st.sampled_from(LABELS), max_size=1).map(tuple),
+        types=st.lists(st.sampled_from(["issue", "pull_request"]), max_size=1).map(tuple),
+    ),
+    query=st.sampled_from(["crash", "timeout proxy", "crash proxy timeout", "w7 crash"]),
+    depth=st.integers(1, 60),
+)
+def test_bm25_narrowed_by_one_filter_finds_what_every_filter_first_finds(
+    filtered_table, monkeypatch, filters, query, depth
+):
+    """With two filters or more on a large table, BM25 is narrowed by the most selective
+    and the rest are tested on what it ranks: the same rows, with the same scores, as
+    when every filter narrows it first, whether enough pass or it has to ask again."""
+    monkeypatch.setattr(index, "SCALAR_INDEX_ROWS", 10)
+    monkeypatch.setattr(search_module, "SPARSE_MARGIN", 1.0)  # asks again now and then
+    searcher = Searcher(filtered_table / "lance")
+    try:
+        groups = filters.groups(searcher._spelled(filters))
+        planned = searcher._sparse(query, groups, depth)
+        whole = searcher._bm25(query, " AND ".join(groups) or None, depth)
+    finally:
+        searcher.close()
+
+    def above(rows, score):  # the rows ranked above the last score kept: no tie at the cut
+        return {r["id"] for r in rows if round(r["_score"], 5) > score}
+
+    scores = [round(r["_score"], 5) for r in whole]
+    assert [round(r["_score"], 5) for r in planned] == scores
+    if scores:
+        assert above(planned, scores[-1]) == above(whole, scores[-1])
+    assert all(set(r) >= {"id", "entity", "type", "_rowid"} for r in planned)
+
+
+def test_bm25_is_narrowed_by_the_filter_that_lets_fewest_rows_through(filtered_table, monkeypatch):
+    monkeypatch.setattr(index, "SCALAR_INDEX_ROWS", 10)
+    searcher = Searcher(filtered_table / "lance")
+    asked = []
+    real = searcher._bm25
+    monkeypatch.setattr(
+        searcher, "_bm25", lambda q, w, d, *c: asked.append((w, d)) or real(q, w, d, *c)
+    )
+    try:
+        filters = Filters(states=("open",), labels=("ci",))  # ci: one issue in four
+        groups = filters.groups(searcher._spelled(filters))
+        found = searcher._sparse("crash", groups, 5)
+        assert asked == [(groups[1], math.ceil(5 / (80 / 120) * search_module.SPARSE_MARGIN))]
+        assert len(found) == 5
+        asked.clear()
+        # every row labelled ci was ranked: what passes is all there is
+        assert len(searcher._sparse("crash", groups, 25)) == 20  # 30 labelled, 10 closed
+        assert [w for w, _d in asked] == [groups[1]]
+        asked.clear()
+        # too few pass among the rows asked for (bug: 60 rows, 40 open): asked again
+        monkeypatch.setattr(search_module, "SPARSE_MARGIN", 0.5)
+        filters = Filters(states=("open",), labels=("bug",))
+        groups = filters.groups(searcher._spelled(filters))
+        found = searcher._sparse("crash", groups, 35)
+        assert asked == [(groups[1], 27), (" AND ".join(groups), 35)]
+        assert len(found) == 35
+    finally:
+        searcher.close()

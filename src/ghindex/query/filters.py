@@ -231,14 +231,18 @@ class Filters:
         return found
 
     def where(self, spelled: Spellings | None = None) -> str | None:
+        return " AND ".join(self.groups(spelled)) or None
+
+    def groups(self, spelled: Spellings | None = None) -> list[str]:
+        """One predicate per filter given (its values joined by OR or AND): the parts
+        `where` joins with AND, each of which a retriever may test on its own."""
         grouped: dict[str, list[str]] = {}
         for name, _, predicate in self.clauses(spelled):
             grouped.setdefault(name, []).append(predicate)
-        parts = []
-        for name, predicates in grouped.items():
-            joiner = " OR " if name in _ANY_OF else " AND "
-            parts.append("(" + joiner.join(predicates) + ")")
-        return " AND ".join(parts) or None
+        return [
+            "(" + (" OR " if name in _ANY_OF else " AND ").join(predicates) + ")"
+            for name, predicates in grouped.items()
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         shown = {}
