@@ -72,7 +72,7 @@ class BuildReport:
     notes: list[str] = field(default_factory=list)  # what the build did besides indexing
     precision: str = DEFAULT_PRECISION  # of every vector in the index
     encoder: str | None = None  # "onnx" or "torch" when this build embedded anything
-    nearest: int = 0  # entities whose nearest items `lance/nearest.parquet` lists
+    nearest: int = 0  # entities whose nearest items `lance/nearest/` lists
     to_embed: int = 0  # chunks not in the cache (this shard's, with a shard)
     unfinished: int = 0  # of those, left to embed when `stop_after` stopped the build
 
@@ -275,7 +275,7 @@ def build(
         out = staging.begin(settings.lance_path) if full else settings.lance_path
         target = index.connect(out) if full else db
         # each item's nearest items are gathered from the chunks as they are written
-        gathering = nearest.Gathering(vectors, expected=survey.entities)
+        gathering = nearest.Gathering(vectors)
 
         def written_chunks() -> Iterator[Chunk]:
             for chunk in each_chunk():
@@ -386,12 +386,11 @@ def _embed_in_slices(
 
 @dataclass
 class _Survey:
-    """What a first pass over the chunks finds: how many documents, chunks and entities,
-    the documents per type, and the chunks' content hashes (each once, in order)."""
+    """What a first pass over the chunks finds: how many documents and chunks, the
+    documents per type, and the chunks' content hashes (each once, in order)."""
 
     documents: int = 0
     chunks: int = 0
-    entities: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     hashes: list[str] = field(default_factory=list)
 
@@ -399,17 +398,15 @@ class _Survey:
     def of(cls, chunks: Iterable[Chunk]) -> _Survey:
         found = cls()
         seen: set[str] = set()
-        entities: set[str] = set()
         types: Counter[str] = Counter()
         for chunk in chunks:
             found.chunks += 1
             if chunk.index == 0:  # a document's first chunk (every document has one)
                 types[chunk.document.type] += 1
-            entities.add(chunk.document.entity)
             if chunk.content_hash not in seen:
                 seen.add(chunk.content_hash)
                 found.hashes.append(chunk.content_hash)
-        found.documents, found.entities = sum(types.values()), len(entities)
+        found.documents = sum(types.values())
         found.counts = dict(sorted(types.items()))
         return found
 

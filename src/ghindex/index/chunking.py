@@ -303,7 +303,8 @@ def _split_lines(block: str, settings: ChunkSettings) -> list[str]:
 def _split_long(paragraph: str, settings: ChunkSettings) -> list[str]:
     """Windows of whole words, each under the limit, overlapping a little."""
     words = paragraph.split(" ")
-    costs = [max(1, estimate_tokens(w)) for w in words]
+    # a word of letters and digits alone is one token: the pattern is run on the others
+    costs = [1 if w.isalnum() else max(1, estimate_tokens(w)) for w in words]
     windows = []
     start = 0
     while start < len(words):

@@ -128,18 +128,17 @@ class Entities:
 
 class Gathering:
     """`Entities` made from chunks as they stream past (`add`, then `done`): a build
-    gathers them while it writes the index, and holds per entity a running sum of its
-    vectors and its chunks' hashes, never the chunks. `expected`: how many entities to
-    make room for at once (more are made room for as they come)."""
+    gathers them while it writes the index. It holds per entity what a list shows of it
+    and its chunks' hashes, never the chunks; `done` makes the mean vectors from
+    `vectors` (which must hold every hash added), so while the index is written nothing
+    but the chunks' own vectors is held."""
 
-    def __init__(self, vectors: Mapping[str, np.ndarray], expected: int = 0) -> None:
+    def __init__(self, vectors: Mapping[str, np.ndarray]) -> None:
         self.vectors: Mapping[str, np.ndarray] = vectors
         self.index: dict[str, int] = {}
         self.heads: list[Head] = []
         self.own: list[bool] = []  # whether the head is of the entity's own document
         self.hashes: list[list[str]] = []
-        self.sums: np.ndarray | None = None
-        self.expected = expected
 
     def add(self, chunk: Chunk) -> None:
         doc = chunk.document
@@ -152,23 +151,20 @@ class Gathering:
         elif own and not self.own[at]:
             self.heads[at], self.own[at] = Head(doc.entity_type, doc.title, doc.url), True
         self.hashes[at].append(chunk.content_hash)
-        vector = np.asarray(self.vectors[chunk.content_hash], dtype=np.float32)
-        if self.sums is None:
-            self.sums = np.zeros((max(self.expected, 1024), len(vector)), dtype=np.float32)
-        elif at >= len(self.sums):
-            grown = np.zeros((2 * len(self.sums), self.sums.shape[1]), dtype=np.float32)
-            grown[: len(self.sums)] = self.sums
-            self.sums = grown
-        self.sums[at] += vector
 
     def done(self) -> Entities:
-        """The entities gathered; the chunks' vectors are let go."""
-        self.vectors = {}
+        """The entities gathered, each vector the normalised mean of its chunks' (summed
+        in the order they came); the chunks' vectors are let go."""
         digests = [hashlib.sha256("\n".join(h).encode()).hexdigest()[:32] for h in self.hashes]
-        if self.sums is None:
+        if not self.hashes:
             return Entities([], [], np.zeros((0, 0), dtype=np.float32), [])
-        means = self.sums[: len(self.heads)]
-        self.sums = None
+        vectors, self.vectors = self.vectors, {}
+        dimension = len(vectors[self.hashes[0][0]])
+        means = np.empty((len(self.hashes), dimension), dtype=np.float32)
+        for at, hashes in enumerate(self.hashes):
+            means[at] = vectors[hashes[0]]
+            for more in hashes[1:]:
+                means[at] += vectors[more]
         norms = np.linalg.norm(means, axis=1, keepdims=True)
         means /= np.where(norms == 0, 1.0, norms)
         return Entities(list(self.index), self.heads, means, digests)
