@@ -23,22 +23,27 @@ from ghindex.state.rows import (
 from ghindex.vocabulary.handles import comment_handle, review_comment_handle, review_handle
 
 
-def replace_comments(
-    con: duckdb.DuckDBPyConnection, repo: str, parent: str, number: int, kind: str, comments: Node
-) -> list[Row]:
+def replace_children(
+    con: duckdb.DuckDBPyConnection, table: str, parents: Sequence[str], rows: list[Row]
+) -> None:
+    """Make the rows of `table` (comments, reviews, review comments) under `parents`
+    exactly `rows`: one statement for a page of items, not one per item."""
+    if parents:
+        scope = "list_contains(?, parent_handle)"
+        replace_where(con, table, ("handle",), rows, scope, [list(parents)])
+
+
+def comment_rows(repo: str, parent: str, number: int, kind: str, comments: Node) -> list[Row]:
     """Comments of an issue or pull request, or of a discussion with their replies."""
-    rows = []
+    rows: list[Row] = []
     for node in nodes_of(comments):
         rows.append(_comment_row(repo, parent, number, kind, node, reply_to=None))
         for reply in nodes_of(node.get("replies")):
             rows.append(_comment_row(repo, parent, number, kind, reply, reply_to=rows[-1]))
-    _replace(con, "comments", parent, rows)
     return rows
 
 
-def replace_reviews(
-    con: duckdb.DuckDBPyConnection, repo: str, parent: str, number: int, reviews: Node
-) -> None:
+def review_rows(repo: str, parent: str, number: int, reviews: Node) -> list[Row]:
     rows = []
     for node in nodes_of(reviews):
         author = author_of(node)
@@ -63,12 +68,10 @@ def replace_reviews(
                 "fetched_at": now(),
             }
         )
-    _replace(con, "reviews", parent, rows)
+    return rows
 
 
-def replace_review_comments(
-    con: duckdb.DuckDBPyConnection, repo: str, parent: str, number: int, threads: Sequence[Node]
-) -> None:
+def review_comment_rows(repo: str, parent: str, number: int, threads: Sequence[Node]) -> list[Row]:
     """Every comment of every review thread, with its thread's resolved/outdated state."""
     rows = []
     for thread in threads:
@@ -108,7 +111,7 @@ def replace_review_comments(
                     "fetched_at": now(),
                 }
             )
-    _replace(con, "review_comments", parent, rows)
+    return rows
 
 
 def _comment_row(
@@ -136,10 +139,6 @@ def _comment_row(
         "updated_at": node["updatedAt"],
         "fetched_at": now(),
     }
-
-
-def _replace(con: duckdb.DuckDBPyConnection, table: str, parent: str, rows: list[Row]) -> None:
-    replace_where(con, table, ("handle",), rows, "parent_handle = ?", [parent])
 
 
 def handle_key(node: Node) -> int | str:

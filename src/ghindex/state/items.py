@@ -133,13 +133,18 @@ def save_pull_requests(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequenc
     upsert(con, "pull_requests", "handle", rows)
     _save_item_links(con, repo, nodes)
     _save_thread_children(con, repo, "pull_request", nodes)
+    reviewed, reviews, threaded, notes = [], [], [], []
     for node in nodes:
-        handle = item_handle(repo, node["number"])
+        handle, number = item_handle(repo, node["number"]), node["number"]
         if "reviews" in node:
-            conversation.replace_reviews(con, repo, handle, node["number"], node["reviews"])
+            reviewed.append(handle)
+            reviews += conversation.review_rows(repo, handle, number, node["reviews"])
         if "reviewThreads" in node:
+            threaded.append(handle)
             threads = nodes_of(node["reviewThreads"])
-            conversation.replace_review_comments(con, repo, handle, node["number"], threads)
+            notes += conversation.review_comment_rows(repo, handle, number, threads)
+    conversation.replace_children(con, "reviews", reviewed, reviews)
+    conversation.replace_children(con, "review_comments", threaded, notes)
     return len(rows)
 
 
@@ -279,10 +284,21 @@ def _save_thread_children(
 ) -> None:
     """Comments and links of issues, pull requests or discussions read in full."""
     page = [(item_handle(repo, node["number"]), node) for node in nodes]
-    for handle, node in page:
-        if isinstance(node.get("comments"), dict) and "nodes" in node["comments"]:
-            conversation.replace_comments(con, repo, handle, node["number"], kind, node["comments"])
+    read = [
+        (h, n) for h, n in page if isinstance(n.get("comments"), dict) and "nodes" in n["comments"]
+    ]
+    rows = [
+        row
+        for handle, node in read
+        for row in conversation.comment_rows(repo, handle, node["number"], kind, node["comments"])
+    ]
+    conversation.replace_children(con, "comments", [h for h, _n in read], rows)
     edges.replace_item_links(con, repo, page, kind)
+
+
+def _read_whole(connection: object) -> bool:
+    """Whether a node's connection came with its nodes (so they replace the stored)."""
+    return isinstance(connection, dict) and "nodes" in connection
 
 
 def _save_item_links(con: duckdb.DuckDBPyConnection, repo: str, nodes: Sequence[Node]) -> None:
