@@ -52,6 +52,7 @@ Say = Callable[[str], None]
 EMBED_STEP = 256
 SLICE_ROWS = 4096
 SLICE_SECONDS = 30.0
+STATE_MEMORY_MB = 1024  # DuckDB's memory while a build reads the documents
 
 
 @dataclass
@@ -203,6 +204,10 @@ def build(
 
         # The chunks are made again for each pass (surveying, embedding what is new,
         # writing), never held: a build holds their hashes and vectors, not their text.
+        # DuckDB sorts the documents in each pass: bounded, it spills to disk instead of
+        # holding the state's text in memory (about the state file's size otherwise).
+        con.execute(f"SET memory_limit = '{STATE_MEMORY_MB}MB'")
+
         def each_chunk() -> Iterator[Chunk]:
             for doc in iter_documents(con, doc_settings):
                 yield from chunk_document(doc, chunking)
