@@ -43,7 +43,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,19 +319,16 @@ def write(lance_path: Path, now: Entities, basis: str, *, reuse: bool = True) ->
     )
     listed = len(now.handles) if found.shape[1] else 0
     count = buckets(listed)
-    rows = _table(now, found, scores)
-    owner = np.array([bucket_of(h, count) for h in now.handles], dtype=np.int32)
-    rows = rows.append_column("_bucket", pa.array(np.repeat(owner, found.shape[1])))
-    # sorted by entity within each file: a reader's `entity = ?` reads one row group
-    rows = rows.sort_by([("_bucket", "ascending"), ("entity", "ascending"), ("rank", "ascending")])
+    owner = np.fromiter((bucket_of(h, count) for h in now.handles), np.int64, len(now.handles))
+    by_bucket = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[by_bucket], np.arange(count + 1))
     folder.mkdir(parents=True, exist_ok=True)
     for leftover in folder.glob("*.tmp"):
         leftover.unlink()
-    bounds = np.searchsorted(rows.column("_bucket").to_numpy(), np.arange(count + 1))
     meta = {META_KEY: json.dumps({"format": FORMAT, "k": K, "basis": basis}).encode()}
-    for bucket in range(count):
-        start, end = bounds[bucket], bounds[bucket + 1]
-        part = rows.slice(start, end - start).drop_columns(["_bucket"])
+    for bucket in range(count):  # one file's rows at a time, sorted by entity
+        members = by_bucket[bounds[bucket] : bounds[bucket + 1]].tolist()
+        part = _table(now, found, scores, sorted(members, key=now.handles.__getitem__))
         sink = pa.BufferOutputStream()
         pq.write_table(
             part.replace_schema_metadata(meta), sink, compression="zstd", row_group_size=ROW_GROUP
@@ -343,8 +340,9 @@ def write(lance_path: Path, now: Entities, basis: str, *, reuse: bool = True) ->
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
+    used = {bucket_file(folder, b) for b in range(count)}
     for stale in folder.glob("*.parquet"):
-        if stale not in {bucket_file(folder, b) for b in range(count)}:
+        if stale not in used:
             stale.unlink()
     (lance_path / NEAREST_FILE).unlink(missing_ok=True)
     fsync_dir(folder)
@@ -441,6 +439,7 @@ def _previous(lance_path: Path, basis: str) -> dict[str, tuple[str, list[str]]] 
     if not files:
         return None
     found: dict[str, tuple[str, list[tuple[int, str]]]] = {}
+    names: dict[str, str] = {}  # each handle held once, however many lists name it
     try:
         import pyarrow.parquet as pq
 
@@ -455,28 +454,32 @@ def _previous(lance_path: Path, basis: str) -> dict[str, tuple[str, list[str]]] 
                     return None
                 if not (isinstance(rank, int) and isinstance(digest, str)):
                     return None
-                held = found.setdefault(entity, (digest, []))
+                held = found.setdefault(names.setdefault(entity, entity), (digest, []))
                 if held[0] != digest:
                     return None
-                held[1].append((rank, neighbour))
+                held[1].append((rank, names.setdefault(neighbour, neighbour)))
     except Exception:  # not files this code wrote: recompute them whole
         return None
     return {e: (d, [n for _r, n in sorted(listed)]) for e, (d, listed) in found.items()}
 
 
-def _table(now: Entities, found: np.ndarray, scores: np.ndarray):
+def _table(
+    now: Entities, found: np.ndarray, scores: np.ndarray, members: Sequence[int] | None = None
+):
+    """The rows of the lists of `members` (entity indices, in that order; default all)."""
     import pyarrow as pa
 
     docs = now.heads
     keep = found.shape[1]
-    source = np.repeat(np.arange(len(docs)), keep).tolist()
-    target = found.reshape(-1).tolist()
+    members = np.arange(len(docs)) if members is None else np.asarray(members, dtype=np.int64)
+    source = np.repeat(members, keep).tolist()
+    target = found[members].reshape(-1).tolist()
     return pa.table(
         {
             "entity": pa.array([now.handles[i] for i in source], pa.string()),
-            "rank": pa.array(np.tile(np.arange(1, keep + 1), len(docs)), pa.int32()),
+            "rank": pa.array(np.tile(np.arange(1, keep + 1), len(members)), pa.int32()),
             "neighbour": pa.array([now.handles[i] for i in target], pa.string()),
-            "score": pa.array(np.round(scores.reshape(-1), 6), pa.float32()),
+            "score": pa.array(np.round(scores[members].reshape(-1), 6), pa.float32()),
             "type": pa.array([docs[i].entity_type for i in target], pa.string()),
             "title": pa.array([docs[i].title for i in target], pa.string()),
             "url": pa.array([docs[i].url for i in target], pa.string()),
