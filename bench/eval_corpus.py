@@ -149,6 +149,7 @@ def store_corpus(con, records: Sequence[dict[str, Any]]) -> Loaded:
         for repo in sorted({record_repo(r) for r in records}):
             items.save_repository(con, {"nameWithOwner": repo, "url": f"https://github.com/{repo}"})
         comments = _comments_by_parent(groups["comment"], loaded)
+        merged = merge_commits(groups["commit"])
         threads = {"issue": [], "pull_request": [], "discussion": []}
         for kind, nodes in threads.items():
             for record in groups[kind]:
@@ -160,7 +161,10 @@ def store_corpus(con, records: Sequence[dict[str, Any]]) -> Loaded:
                 kids = comments.pop(handle, [])
                 for comment_id, node in kids:
                     loaded.handles[comment_handle(handle, node["databaseId"])] = comment_id
-                nodes.append((repo, thread_node(record, kind, number, [n for _, n in kids])))
+                node = thread_node(record, kind, number, [n for _, n in kids])
+                if kind == "pull_request" and (repo, number) in merged:
+                    node["mergeCommit"] = {"oid": merged[(repo, number)]}
+                nodes.append((repo, node))
                 _remember(loaded, handle, record)
         for kids in comments.values():
             loaded.skipped["comment whose issue or pull request is not in the corpus"] += len(kids)
@@ -287,6 +291,19 @@ def _labels(record: dict[str, Any]) -> list[str]:
         if name:
             names.append(str(name))
     return names
+
+
+def merge_commits(commits: Sequence[dict[str, Any]]) -> dict[tuple[str, int], str]:
+    """(repo, pull request number) -> the sha of its merge commit: a commit record that
+    says it merged a pull request ("Merge ...") and carries that pull request's number, as
+    the eval sets record the merge script's commits. GitHub gives each merged pull request
+    its `mergeCommit`; the loader gives the pull request node the same."""
+    found = {}
+    for record in commits:
+        number = record_number(record)
+        if number is not None and str(record.get("title") or "").startswith("Merge "):
+            found[(record_repo(record), number)] = _record_sha(record)
+    return found
 
 
 def thread_node(

@@ -115,15 +115,15 @@ def test_every_chunk_starts_with_its_breadcrumb():
     chunks = chunk_document(guide, ChunkSettings(max_tokens=100))
 
     assert [c.id for c in chunks][:2] == ["o/r:docs/guide.md::0", "o/r:docs/guide.md::1"]
-    assert chunks[0].text.startswith("o/r > Guide > Part one\n\n# Part one")
-    assert chunks[-1].text.startswith("o/r > Guide > Part two\n\n")
+    assert chunks[0].text.startswith("Guide > Part one\n\n# Part one")
+    assert chunks[-1].text.startswith("Guide > Part two\n\n")
     assert len({c.content_hash for c in chunks}) == len(chunks)
 
 
 def test_an_empty_body_still_gets_one_chunk():
     chunks = chunk_document(doc("   "), ChunkSettings())
 
-    assert [(c.id, c.text) for c in chunks] == [("o/r#7::0", "o/r > Title")]
+    assert [(c.id, c.text) for c in chunks] == [("o/r#7::0", "Title")]
 
 
 def test_a_title_only_doc_is_one_chunk_with_its_title():
@@ -137,14 +137,14 @@ def test_a_title_only_doc_is_one_chunk_with_its_title():
         ),
         ChunkSettings(),
     )
-    assert [c.text for c in chunks] == ["o/r > Release checklist"]
+    assert [c.text for c in chunks] == ["Release checklist"]
 
 
 def test_the_preamble_leads_the_first_chunk():
     chunks = chunk_document(
         doc("Looks good.", preamble="Review (approved) by ana"), ChunkSettings()
     )
-    assert chunks[0].text == "o/r > Title\n\nReview (approved) by ana\n\nLooks good."
+    assert chunks[0].text == "Title\n\nReview (approved) by ana\n\nLooks good."
 
 
 def test_diffs_are_cut_at_hunks_with_the_path_in_the_breadcrumb():
@@ -170,8 +170,8 @@ def test_diffs_are_cut_at_hunks_with_the_path_in_the_breadcrumb():
         handle="o/r@abc:src/app.py",
     )
     chunks = chunk_document(diff, ChunkSettings(max_tokens=25, budget=()))
-    assert chunks[0].text.startswith("o/r > Use sys > src/app.py\n\nDetails.\n\n@@ -1,2 +1,2 @@")
-    assert chunks[1].text.startswith("o/r > Use sys > src/app.py\n\n@@ -10,2")
+    assert chunks[0].text.startswith("Use sys > src/app.py\n\nDetails.\n\n@@ -1,2 +1,2 @@")
+    assert chunks[1].text.startswith("Use sys > src/app.py\n\n@@ -10,2")
 
 
 def test_huge_documents_are_capped():
@@ -195,7 +195,7 @@ def test_a_budget_keeps_the_rest_of_the_text_in_its_last_row():
     assert len(unlimited) == 6
     assert [c.id for c in two] == ["o/r#7::0", "o/r#7::1"]
     assert two[0].text == unlimited[0].text  # the item's own row is unchanged
-    assert two[1].text.startswith("o/r > Title\n\npara1 ")
+    assert two[1].text.startswith("Title\n\npara1 ")
     assert all(f"para{n} " in two[1].text for n in range(1, 6))  # words past the window
     # a cap on the last row's text: blocks past it are left to the state
     capped = chunk_document(
@@ -221,6 +221,6 @@ def test_a_diff_on_a_budget_of_one_is_one_row_with_every_hunk():
     rows = chunk_document(diff, ChunkSettings(max_tokens=80, budget=(("diff", 1),)))
 
     assert len(rows) == 1
-    assert rows[0].text.startswith("o/r > Fix it > src/app.py\n\nLonger message.\n\n@@ -0,1")
+    assert rows[0].text.startswith("Fix it > src/app.py\n\nLonger message.\n\n@@ -0,1")
     assert all(f"+new{n}" in rows[0].text for n in range(4))
     assert ChunkSettings(budget=(("diff", 1),)).as_dict()["budget"] == {"diff": 1}

@@ -19,6 +19,7 @@ from ghindex.gitsource import (
     sync_wiki,
 )
 from ghindex.gitsource import commits as commits_module
+from ghindex.index import table as index
 from ghindex.state.database import open_state
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -808,8 +809,9 @@ def test_every_commit_is_searchable_even_without_a_text_diff(project, run):
     assert (hits[0]["type"], hits[0]["entity_type"]) == ("diff", "commit")
     readme = run("search", "revised intro", "--mode", "sparse", "--json")
     first = json.loads(readme.stdout)["results"][0]
-    assert first["handle"] == f"octo/project@{project.shas['c3']}:README.md"
-    assert first["entity"] == f"octo/project@{project.shas['c3']}"
+    commit = f"octo/project@{project.shas['c3']}"  # "Revise the intro", README.md changed
+    assert first["entity"] == commit
+    assert first["handle"] in (commit, f"{commit}:README.md")  # by its subject, or its diff
 
 
 def test_commit_messages_link_what_they_name_and_what_they_close(con, project):
@@ -858,3 +860,33 @@ def test_every_commit_has_a_summary_row_beside_its_file_diffs(con, project):
     plain = list(iter_documents(con, DocumentSettings(commit_summary=False)))
     assert not [d for d in plain if d.handle == d.entity and d.type == "diff"]
     assert len(plain) == len(docs) - len(summaries)
+
+
+@pytest.mark.slow
+def test_a_commit_is_read_by_meaning_through_its_summary_and_by_words_through_its_diffs(
+    project, run, isolated
+):
+    """A commit's file-diff rows are indexed for full-text search but get no vector: the
+    summary row (message and files) stands for the commit in dense search."""
+    project.git("remote", "add", "origin", "https://github.com/octo/project.git")
+    result = run("build", "--git", str(project.path), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+
+    table = index.connect(isolated / "work" / "lance").open_table(index.CHUNKS)
+    rows = table.to_arrow().to_pylist()
+    diffs = [r for r in rows if r["type"] == "diff" and r["handle"] != r["entity"]]
+    summaries = [r for r in rows if r["type"] == "diff" and r["handle"] == r["entity"]]
+    assert diffs and summaries
+    assert all(r["vector"] is None for r in diffs)
+    assert all(r["vector"] is not None for r in rows if r not in diffs)
+    assert report["embedded"] == len({r["content_hash"] for r in rows if r["vector"] is not None})
+    # dense search finds commits by their summaries; full-text search still reads diffs
+    dense = json.loads(run("search", "revise the intro", "--mode", "dense", "--json").stdout)
+    assert dense["results"]
+    assert not [r for r in dense["results"] if r["type"] == "diff" and r["handle"] != r["entity"]]
+    words = json.loads(run("search", "intro", "--mode", "sparse", "-k", "20", "--json").stdout)
+    shown = {r["handle"] for r in words["results"]} | {
+        s["handle"] for r in words["results"] for s in r.get("same_entity", [])
+    }
+    assert any(h.endswith(":README.md") for h in shown)

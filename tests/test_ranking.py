@@ -1,20 +1,28 @@
-"""Ranking stages that need no index: lifting what closes or fixes a hit."""
+"""Ranking stages that need no index: lifting what closes or fixes a hit (and its merge
+commit), and the cap on one type's share of each block of results."""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ghindex.query.fusion import cap_types
 from ghindex.query.hits import make_hit
 from ghindex.query.search import LINK_SOURCES, LINK_WEIGHT, follow_links
 
 R = "o/r"
 
 
-def hit(number: int, score: float):
+def hit(number: int, score: float, kind: str = "issue"):
     row = {
         "handle": f"{R}#{number}",
         "entity": f"{R}#{number}",
-        "type": "issue",
+        "type": kind,
         "repo": R,
-        "entity_type": "issue",
+        "entity_type": kind,
         "number": number,
         "text": f"text {number}",
     }
@@ -79,6 +87,50 @@ def test_only_the_best_hits_lift_their_links():
     last = LINK_SOURCES + 2  # beyond the sources
     found = follow_links(list(ranked), links(**{f"n{last}": [999]}), Heads(999), None)
     assert 999 not in [h.number for h in found]
+
+
+def test_a_lifted_pull_request_brings_its_merge_commit_just_below_it():
+    merges = {f"{R}#9": [f"{R}#77"]}  # the merge commit, as a hit of its own
+    heads = Heads(9, 77)
+    ranked = follow_links([hit(1, 0.03), hit(2, 0.02)], links(n1=[9]), heads, None, merges=merges)
+    pull = round(LINK_WEIGHT * 0.03, 6)
+    assert ranking(ranked) == [(1, 0.03), (9, pull), (77, round(LINK_WEIGHT * pull, 6)), (2, 0.02)]
+    # a pull request that nothing lifted keeps its merge commit where it is
+    alone = follow_links([hit(9, 0.03), hit(77, 0.001)], {}, Heads(), None, merges=merges)
+    assert ranking(alone) == [(9, 0.03), (77, 0.001)]
+
+
+KINDS = st.sampled_from(["issue", "pull_request", "commit", "doc"])
+
+
+@settings(max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "200")), deadline=None)
+@given(kinds=st.lists(KINDS, max_size=60), cap=st.integers(1, 10), block=st.integers(1, 12))
+def test_each_block_holds_at_most_cap_of_a_type_and_nothing_is_lost(kinds, cap, block):
+    hits = [hit(n, 1.0 - n / 100, kind) for n, kind in enumerate(kinds, 1)]
+
+    capped = cap_types(hits, cap, block)
+
+    assert sorted(h.number for h in capped) == [h.number for h in hits]
+    for kind in set(kinds):  # each type keeps its own order
+        assert [h.number for h in capped if h.entity_type == kind] == [
+            h.number for h in hits if h.entity_type == kind
+        ]
+    for start in range(0, len(capped), block):
+        here = Counter(h.entity_type for h in capped[start : start + block])
+        later = Counter(h.entity_type for h in capped[start + block :])
+        for count in here.values():
+            # over the cap only when every type left had its full share of the block
+            assert count <= cap or all(here[other] >= cap for other in later)
+    if cap >= block:
+        assert capped == hits
+
+
+def test_a_type_over_the_cap_waits_for_the_next_block():
+    hits = [hit(n, 1.0 - n / 100, "pull_request") for n in range(1, 13)] + [hit(13, 0.5, "issue")]
+    capped = [h.number for h in cap_types(hits, 8, 10)]
+    # eight pull requests, then the issue takes a place of the first ten (the tenth, in
+    # order, filled by the next pull request: no other type is left)
+    assert capped == [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 10, 11, 12]
 
 
 def test_a_long_row_is_shown_around_the_words_asked_for():

@@ -36,6 +36,7 @@ from ghindex.index import nearest, staging
 from ghindex.index import table as index
 from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
+from ghindex.index.documents import embedded as read_by_meaning
 from ghindex.index.embed import canonical_model_name
 from ghindex.progress import Progress
 from ghindex.state import cursors, gaps, redact, redaction
@@ -212,7 +213,10 @@ def build(
             for doc in iter_documents(con, doc_settings):
                 yield from chunk_document(doc, chunking)
 
-        survey = _Survey.of(each_chunk())
+        def with_vector(chunk: Chunk) -> bool:
+            return read_by_meaning(chunk.document, doc_settings)
+
+        survey = _Survey.of(each_chunk(), with_vector)
         say(f"{survey.documents} documents")
         vectors = index.cached_vectors(db, model_name, survey.hashes, precision)
         cached = len(vectors)
@@ -392,7 +396,8 @@ def _embed_in_slices(
 @dataclass
 class _Survey:
     """What a first pass over the chunks finds: how many documents and chunks, the
-    documents per type, and the chunks' content hashes (each once, in order)."""
+    documents per type, and the content hashes (each once, in order) of the chunks that
+    get a vector."""
 
     documents: int = 0
     chunks: int = 0
@@ -400,7 +405,7 @@ class _Survey:
     hashes: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, chunks: Iterable[Chunk]) -> _Survey:
+    def of(cls, chunks: Iterable[Chunk], with_vector: Callable[[Chunk], bool]) -> _Survey:
         found = cls()
         seen: set[str] = set()
         types: Counter[str] = Counter()
@@ -408,7 +413,7 @@ class _Survey:
             found.chunks += 1
             if chunk.index == 0:  # a document's first chunk (every document has one)
                 types[chunk.document.type] += 1
-            if chunk.content_hash not in seen:
+            if chunk.content_hash not in seen and with_vector(chunk):
                 seen.add(chunk.content_hash)
                 found.hashes.append(chunk.content_hash)
         found.documents = sum(types.values())

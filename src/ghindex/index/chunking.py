@@ -122,7 +122,9 @@ def _within_budget(
 
 
 def _breadcrumb(doc: Document, headings: tuple[str, ...]) -> str:
-    parts = [doc.repo, doc.title or doc.path or doc.handle]
+    # No repository name: it is a filter, not words of the item, and in an embedded text
+    # it pulls every row toward every query alike (measured in bench/README.md, #34).
+    parts = [doc.title or doc.path or doc.handle]
     if doc.type == "diff" and doc.path:
         parts.append(doc.path)
     parts.extend(h for h in headings if h)

@@ -10,7 +10,7 @@ One document type per surface:
 | `pr_review_comment` | a comment on a diff line, with its path and hunk | the pull request |
 | `release` | release notes | the release |
 | `doc`, `wiki_doc` | a Markdown/RST file, a wiki page | the file or page |
-| `diff` | one file's change in a commit: message, path, patch | the commit |
+| `diff` | one file's change in a commit: message, path, patch (words only) | the commit |
 
 A commit with no file diff to index (binary or generated files only, an empty
 commit) gets one `diff` document of its message alone, so it stays findable.
@@ -196,6 +196,15 @@ _QUERIES = {
         )
     """,
 }
+
+
+def embedded(doc: Document, settings: DocumentSettings) -> bool:
+    """Whether search reads `doc` by meaning (its chunks get vectors). A commit is read by
+    its summary row (message and files), not by each file's diff: those rows repeat the
+    commit, gave a commit one more near-copy of its vector per file to crowd the dense
+    list with, and found nothing the summary does not (bench/README.md, #34); full-text
+    search reads them still. Without summary rows, the diffs are a commit's only rows."""
+    return doc.type != "diff" or doc.handle == doc.entity or not settings.commit_summary
 
 
 def iter_documents(

@@ -141,6 +141,9 @@ class Gathering:
         self.hashes: list[list[str]] = []
 
     def add(self, chunk: Chunk) -> None:
+        """Gather `chunk`, if it has a vector (a commit's file diffs have none)."""
+        if chunk.content_hash not in self.vectors:
+            return
         doc = chunk.document
         at = self.index.setdefault(doc.entity, len(self.index))
         own = doc.handle == doc.entity

@@ -63,7 +63,12 @@ def chunks_schema(model: str, dimension: int, precision: str = FP32) -> pa.Schem
             pa.field("number", pa.int64()),
             pa.field("chunk_index", pa.int32(), nullable=False),
             pa.field("title", pa.string()),
+            # the title again on the entity's own first row only (empty on its comments,
+            # file diffs and later chunks), full-text indexed so that BM25 weighs a title
+            # match (query/search.py) without an item getting a title per comment
+            pa.field("head_title", pa.string()),
             pa.field("text", pa.string(), nullable=False),
+            # null for the rows search reads by their words alone (`documents.embedded`)
             pa.field("vector", pa.list_(pa.float32(), dimension)),
             pa.field("state", pa.string()),
             pa.field("labels", pa.list_(pa.string())),
@@ -298,8 +303,10 @@ def write_chunks(
     if CHUNKS in table_names(db) and not _same_columns(db.open_table(CHUNKS).schema, schema):
         # written by another ghindex version: recreate it (vectors come from the cache)
         db.drop_table(CHUNKS)
+    # a row without a vector (read by its words only) is null, and so is one that is not
+    # a vector (NaN): vector search passes over both
     if CHUNKS not in table_names(db):
-        table = db.create_table(CHUNKS, rows, schema=schema)
+        table = db.create_table(CHUNKS, rows, schema=schema, on_bad_vectors="null")
         result = {"inserted": written[0], "updated": 0, "deleted": 0}
     else:
         table = db.open_table(CHUNKS)
@@ -308,7 +315,7 @@ def write_chunks(
             .when_matched_update_all(where="target.row_hash != source.row_hash")
             .when_not_matched_insert_all()
             .when_not_matched_by_source_delete()
-            .execute(rows)
+            .execute(rows, on_bad_vectors="null")
         )
         result = {
             "inserted": merged.num_inserted_rows,
@@ -365,11 +372,15 @@ SCALAR_INDEXES: dict[str, type] = {
 }
 
 
+FTS_COLUMNS = ("text", "head_title")  # the full-text indexes, each of one column
+
+
 def _ensure_indexes(table, prune: bool = False) -> None:
     indices = table.list_indices()
     fts = [i for i in indices if i.index_type == "FTS"]
-    if not fts:
-        table.create_index("text", config=FTS(with_position=False))
+    for column in FTS_COLUMNS:
+        if not any(column in i.columns for i in fts):
+            table.create_index(column, config=FTS(with_position=False))
     ensure_vector_index(table)
     ensure_scalar_indexes(table, {c for i in indices for c in i.columns})
     maintain(table, unindexed=(fts[0].num_unindexed_rows or 0) if fts else 0, force=prune)
@@ -495,11 +506,12 @@ def _chunk_batches(
 def _chunk_rows(
     chunks: Sequence[Chunk], vectors: Mapping[str, np.ndarray], schema: pa.Schema, dimension: int
 ) -> pa.RecordBatch:
-    matrix = (
-        np.stack([vectors[c.content_hash] for c in chunks]).astype(np.float32)
-        if chunks
-        else np.zeros((0, dimension), dtype=np.float32)
-    )
+    held = [vectors.get(c.content_hash) for c in chunks]
+    matrix = np.zeros((len(chunks), dimension), dtype=np.float32)
+    for row, vector in enumerate(held):
+        if vector is not None:
+            matrix[row] = vector
+    absent = pa.array([v is None for v in held], pa.bool_())
     docs = [c.document for c in chunks]
     columns = {
         "id": [c.id for c in chunks],
@@ -511,8 +523,12 @@ def _chunk_rows(
         "number": [d.number for d in docs],
         "chunk_index": [c.index for c in chunks],
         "title": [d.title for d in docs],
+        "head_title": [
+            (d.title or "") if d.handle == d.entity and c.index == 0 else ""
+            for c, d in zip(chunks, docs, strict=True)
+        ],
         "text": [c.text for c in chunks],
-        "vector": _vector_array(matrix, dimension),
+        "vector": _vector_array(matrix, dimension, absent),
         "state": [d.state for d in docs],
         "labels": [list(d.labels) for d in docs],
         "author": [d.author for d in docs],
@@ -541,6 +557,9 @@ def _row_hash(values: tuple) -> str:
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
 
 
-def _vector_array(matrix: np.ndarray, dimension: int) -> pa.FixedSizeListArray:
+def _vector_array(
+    matrix: np.ndarray, dimension: int, absent: pa.BooleanArray | None = None
+) -> pa.FixedSizeListArray:
+    """The rows of `matrix` as vectors, null where `absent` says so."""
     flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).ravel(), pa.float32())
-    return pa.FixedSizeListArray.from_arrays(flat, dimension)
+    return pa.FixedSizeListArray.from_arrays(flat, dimension, mask=absent)

@@ -64,6 +64,40 @@ def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
     return hits
 
 
+# At most TYPE_CAP results of one type (issue, pull request, commit, ...) in each block of
+# TYPE_BLOCK: the type a question resembles (a pull request's title reads like other pull
+# requests) must not take every place from the type it asks about. Lower caps helped that
+# more and cost where one type is the answer to most questions (bench/README.md, #34).
+TYPE_CAP = 8
+TYPE_BLOCK = 10
+
+
+def cap_types(hits: list[Hit], cap: int = TYPE_CAP, block: int = TYPE_BLOCK) -> list[Hit]:
+    """`hits` in order, but with at most `cap` of one entity type in each `block` of
+    them: a hit over the cap waits for the next block. A block short of other types is
+    filled in order."""
+    out: list[Hit] = []
+    rest = list(hits)
+    while rest:
+        taken: list[Hit] = []
+        left: list[Hit] = []
+        counts: dict[str, int] = {}
+        for hit in rest:
+            if len(taken) < block and counts.get(hit.entity_type, 0) < cap:
+                taken.append(hit)
+                counts[hit.entity_type] = counts.get(hit.entity_type, 0) + 1
+            else:
+                left.append(hit)
+        short = block - len(taken)
+        if short > 0:  # too few of other types: the block takes the next hits as they come
+            place = {id(h): n for n, h in enumerate(rest)}
+            taken = sorted(taken + left[:short], key=lambda h: place[id(h)])
+            left = left[short:]
+        out += taken
+        rest = left
+    return out
+
+
 def same_entity(
     rows: list[dict[str, Any]], best: dict[str, Any], score: Callable[[dict[str, Any]], float]
 ) -> list[SameEntity]:
@@ -84,7 +118,11 @@ def diversify(hits: list[Hit], lambda_: float, k: int) -> list[Hit]:
         return hits
     import numpy as np
 
-    vectors = np.stack([h.vector for h in pool])
+    width = next((len(h.vector) for h in pool if h.vector is not None), 0)
+    if not width:
+        return hits
+    blank = np.zeros(width, dtype=np.float32)  # a row read by its words only
+    vectors = np.stack([blank if h.vector is None else np.asarray(h.vector) for h in pool])
     relevance = [h.rerank_score if h.rerank_score is not None else h.score for h in pool]
     order = mmr(pool, vectors, relevance, lambda_=lambda_, k=len(pool))
     return [pool[i] for i in order] + hits[len(pool) :]

@@ -222,6 +222,24 @@ def fix_links(
     return links
 
 
+def merge_commits(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) -> dict[str, list[str]]:
+    """The merge commit of each pull request among `handles` that has one (its
+    `commit_in_pr` link from the pull request's `mergeCommit`): the same change, as a
+    commit."""
+    asked = list(dict.fromkeys(handles))
+    if not asked:
+        return {}
+    rows = con.execute(
+        "SELECT DISTINCT dst, src FROM edges WHERE kind = 'commit_in_pr' "
+        "AND source_field = 'mergeCommit' AND list_contains($handles, dst)",
+        {"handles": asked},
+    ).fetchall()
+    found: dict[str, list[str]] = {}
+    for pull, commit in rows:
+        found.setdefault(pull, []).append(commit)
+    return {pull: sorted(commits) for pull, commits in found.items()}
+
+
 def handle_order(handle: str) -> tuple:
     """Sorts 'o/r#9' before 'o/r#10'."""
     return tuple(

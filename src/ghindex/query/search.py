@@ -21,13 +21,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lancedb.query import MatchQuery
+from lancedb.query import MatchQuery, MultiMatchQuery
 
 from ghindex.errors import GhindexError, IndexUnusable
 from ghindex.index import table as index
 from ghindex.index.onnx_encoder import query_encoder
 from ghindex.query.filters import MODES, SORTS, Filters, Spellings, literal, spellings
-from ghindex.query.fusion import diversify, fuse, group, same_entity
+from ghindex.query.fusion import cap_types, diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
 from ghindex.state.database import LOCK_WAIT
 from ghindex.vocabulary.handles import ISSUE_REF, PATHLIKE, SHA, item_handle
@@ -47,6 +47,9 @@ SPARSE_MOST = 3_000
 DEPTH = (100, 10)  # rows each retriever ranks: at least the first, and the second per k
 LINK_SOURCES = 20  # the best fused entities whose closing links lift their other end
 LINK_WEIGHT = 0.98  # share of a hit's score given to what closes it or what it closes
+# BM25 weighs a word of an item's title (`head_title`) twice a word of its text: the
+# title says what the item is about, and a question is often worded like one (#34)
+TITLE_BOOST = 2.0
 _COLUMNS = [
     "id",
     "handle",
@@ -115,6 +118,10 @@ class Searcher:
         self._spellings: dict[str, dict[str, tuple[str, ...]]] = {}  # column -> (see filters)
         # BM25 runs beside the query's embedding and kNN: both release the GIL
         self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghindex-sparse")
+        # an index built before titles had a full-text index of their own: text alone
+        self._titles = any(
+            i.index_type == "FTS" and "head_title" in i.columns for i in self.table.list_indices()
+        )
 
     def close(self) -> None:
         """Let the helper thread go."""
@@ -158,11 +165,13 @@ class Searcher:
         ranked = fuse(dense, sparse, mode)
         # one state query: the closing links of the best hits and of their other ends
         asked = [h.entity for h in exact + ranked[: max(LINK_SOURCES, k)]]
-        links = self._links(asked, around=True)
+        links, merges = self._links(asked, around=True, merges=True)
         if mode == "hybrid" and self.link_weight and links:
             heads = functools.partial(self._heads, columns=columns)
-            ranked = follow_links(ranked, links, heads, where, self.link_weight)
+            ranked = follow_links(ranked, links, heads, where, self.link_weight, merges)
         ranked = [h for h in ranked if h.entity not in {e.entity for e in exact}]
+        if mode == "hybrid":
+            ranked = cap_types(ranked)
         # read whole only the hits that are shown, reranked or diversified
         kept = max(RERANK_CANDIDATES, 3 * k) if rerank or mmr is not None else k
         ranked[:kept] = self._whole(ranked[:kept], columns)
@@ -221,7 +230,7 @@ class Searcher:
         import numpy as np
 
         own = self.table.search().where(f"entity = {literal(entity)}").select(["vector"])
-        vectors = [row["vector"] for row in own.limit(500).to_list()]
+        vectors = [row["vector"] for row in own.limit(500).to_list() if row["vector"] is not None]
         if not vectors:
             return []
         centre = np.mean(np.stack(vectors), axis=0)
@@ -309,7 +318,12 @@ class Searcher:
     ) -> list[dict[str, Any]]:
         # a MatchQuery takes the words as they are: no query syntax, so "--full",
         # "a AND b" or "foo:bar" are searched for, not interpreted
-        search = self.table.search(MatchQuery(query, "text"), query_type="fts")
+        words = (
+            MultiMatchQuery(query, ["head_title", "text"], boosts=[TITLE_BOOST, 1.0])
+            if self._titles
+            else MatchQuery(query, "text")
+        )
+        search = self.table.search(words, query_type="fts")
         if where:
             search = search.where(where, prefilter=True)
         return search.select(columns).with_row_id(True).limit(depth).to_list()
@@ -390,14 +404,17 @@ class Searcher:
         head.sort(key=lambda h: -(h.rerank_score or 0.0))
         return head + ranked[len(head) :]
 
-    def _links(self, entities: list[str], around: bool = False) -> dict[str, dict[str, list[str]]]:
-        """What closes each entity and what it closes (empty without a state)."""
-        if not entities or self.state is None:
-            return {}
-        from ghindex.query.graph import fix_links
+    def _links(self, entities: list[str], around: bool = False, merges: bool = False) -> Any:
+        """What closes each entity and what it closes (empty without a state); with
+        `merges`, also the merge commit of each pull request among them and their other
+        ends: (links, merge commits)."""
+        from ghindex.query.graph import fix_links, merge_commits
 
+        if not entities or self.state is None:
+            return ({}, {}) if merges else {}
         with self.state() as con:
-            return fix_links(con, entities, around=around)
+            links = fix_links(con, entities, around=around)
+            return (links, merge_commits(con, list(links))) if merges else links
 
     def _heads(
         self, entities: list[str], where: str | None, columns: list[str] = _NO_VECTOR
@@ -457,18 +474,23 @@ def follow_links(
     heads: Callable[[list[str], str | None], list[Hit]],
     where: str | None,
     weight: float = LINK_WEIGHT,
+    merges: dict[str, list[str]] | None = None,
 ) -> list[Hit]:
     """Lift the pull request that fixed a found issue, and the issue a found pull request
     closes, to just below it: an entity at the other end of a closing link from one of the
     LINK_SOURCES best hits scores at least `weight` × that hit's score (entities not found
-    yet join the ranking). A question about a problem is answered with its fix beside it,
-    and one about a change with what it was for."""
+    yet join the ranking). A lifted pull request brings its merge commit (`merges`: the
+    same change, as a commit) just below itself. A question about a problem is answered
+    with its fix beside it, and one about a change with what it was for."""
     lift: dict[str, float] = {}
     for hit in ranked[:LINK_SOURCES]:
         found = links.get(hit.entity) or {}
         for other in [*found.get("fixed_by", ()), *found.get("closes", ())]:
             if other != hit.entity:
                 lift[other] = max(lift.get(other, 0.0), weight * hit.score)
+    for pull, score in list(lift.items()):
+        for commit in (merges or {}).get(pull, ()):
+            lift[commit] = max(lift.get(commit, 0.0), weight * score)
     present = {h.entity for h in ranked}
     joined = heads([e for e in lift if e not in present], where) if set(lift) - present else []
     own = {h.entity: h.score for h in ranked}
