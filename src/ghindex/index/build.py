@@ -53,7 +53,7 @@ Say = Callable[[str], None]
 EMBED_STEP = 256
 SLICE_ROWS = 4096
 SLICE_SECONDS = 30.0
-STATE_MEMORY_MB = 1024  # DuckDB's memory while a build reads the documents
+STATE_MEMORY_MB = 512  # DuckDB's memory while a build reads the documents
 
 
 @dataclass

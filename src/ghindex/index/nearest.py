@@ -220,9 +220,8 @@ def _clustered(means: np.ndarray, rows: np.ndarray, keep: int) -> tuple[np.ndarr
     """`neighbours` from candidates: the rows of each cluster are scored against the
     members of the `PROBED` clusters whose centres are nearest that cluster's centre
     (more when those hold too few), on every core."""
-    clean = np.nan_to_num(means)
-    centres = _kmeans(clean, max(1, round(math.sqrt(len(means)))))
-    home = _nearest_centre(clean, centres)
+    centres = _kmeans(means, max(1, round(math.sqrt(len(means)))))
+    home = _nearest_centre(means, centres)
     members = _members(home, len(centres))
     close = centres @ centres.T
     found = np.zeros((len(rows), keep), dtype=np.int64)
@@ -253,7 +252,8 @@ def _kmeans(vectors: np.ndarray, clusters: int) -> np.ndarray:
     """Unit centres of `clusters` spherical k-means clusters, trained on a fixed sample
     (the same entities give the same clusters on every build)."""
     rng = np.random.default_rng(0)
-    sample = vectors[rng.choice(len(vectors), min(len(vectors), _SAMPLE * clusters), False)]
+    picked = rng.choice(len(vectors), min(len(vectors), _SAMPLE * clusters), False)
+    sample = np.nan_to_num(vectors[picked])  # a vector that is not one counts as none
     centres = sample[rng.choice(len(sample), clusters, replace=False)].copy()
     for _ in range(_ROUNDS):
         assigned = _nearest_centre(sample, centres)
@@ -265,10 +265,12 @@ def _kmeans(vectors: np.ndarray, clusters: int) -> np.ndarray:
 
 
 def _nearest_centre(vectors: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Each vector's nearest centre (a NaN vector's: the first), a block at a time: no
+    copy of the whole matrix."""
     block = max(1, _BLOCK_CELLS // len(centres))
     return np.concatenate(
         [
-            np.argmax(vectors[start : start + block] @ centres.T, axis=1)
+            np.argmax(np.nan_to_num(vectors[start : start + block]) @ centres.T, axis=1)
             for start in range(0, len(vectors), block)
         ]
         or [np.zeros(0, dtype=np.int64)]
