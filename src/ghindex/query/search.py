@@ -165,7 +165,7 @@ class Searcher:
         ranked = fuse(dense, sparse, mode)
         # one state query: the closing links of the best hits and of their other ends
         asked = [h.entity for h in exact + ranked[: max(LINK_SOURCES, k)]]
-        links, merges = self._links(asked, around=True, merges=True)
+        links, merges = self._links_around(asked)
         if mode == "hybrid" and self.link_weight and links:
             heads = functools.partial(self._heads, columns=columns)
             ranked = follow_links(ranked, links, heads, where, self.link_weight, merges)
@@ -282,10 +282,8 @@ class Searcher:
         applied first, in the same order (the scores do not depend on the filter); when
         too few pass, it asks again with every group applied."""
         where = " AND ".join(groups) or None
-        if len(groups) < 2 or self._rows < index.SCALAR_INDEX_ROWS:
-            return self._bm25(query, where, depth)
         groups = list(dict.fromkeys(groups))  # a filter given twice tests the same
-        if len(groups) < 2:
+        if len(groups) < 2 or self._rows < index.SCALAR_INDEX_ROWS:
             return self._bm25(query, where, depth)
         fewest = min(range(len(groups)), key=lambda i: self._matching(groups[i]))
         first, rest = groups[fewest], groups[:fewest] + groups[fewest + 1 :]
@@ -404,17 +402,28 @@ class Searcher:
         head.sort(key=lambda h: -(h.rerank_score or 0.0))
         return head + ranked[len(head) :]
 
-    def _links(self, entities: list[str], around: bool = False, merges: bool = False) -> Any:
-        """What closes each entity and what it closes (empty without a state); with
-        `merges`, also the merge commit of each pull request among them and their other
-        ends: (links, merge commits)."""
+    def _links(self, entities: list[str]) -> dict[str, dict[str, list[str]]]:
+        """What closes each entity and what it closes (empty without a state)."""
+        if not entities or self.state is None:
+            return {}
+        from ghindex.query.graph import fix_links
+
+        with self.state() as con:
+            return fix_links(con, entities)
+
+    def _links_around(
+        self, entities: list[str]
+    ) -> tuple[dict[str, dict[str, list[str]]], dict[str, list[str]]]:
+        """The closing links of `entities` and of their other ends, and the merge commit
+        of each pull request among all of them: one state connection (empty without a
+        state)."""
+        if not entities or self.state is None:
+            return {}, {}
         from ghindex.query.graph import fix_links, merge_commits
 
-        if not entities or self.state is None:
-            return ({}, {}) if merges else {}
         with self.state() as con:
-            links = fix_links(con, entities, around=around)
-            return (links, merge_commits(con, list(links))) if merges else links
+            links = fix_links(con, entities, around=True)
+            return links, merge_commits(con, list(links))
 
     def _heads(
         self, entities: list[str], where: str | None, columns: list[str] = _NO_VECTOR
