@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import duckdb
+import lancedb
 import pytest
 from ruamel.yaml import YAML
 
@@ -499,7 +500,11 @@ def test_the_action_updates_a_store_then_moves_only_what_changed(github, tmp_pat
     assert counts["issue"] == 3 and counts["issue_comment"] == 3
     assert counts["doc"] >= 1 and counts["diff"] >= 1  # the clone was found: git is `auto`
     chunks = counts.pop("chunks")
-    assert int(outputs["embedded"]) == int(outputs["chunks"]) == chunks == sum(counts.values())
+    assert int(outputs["chunks"]) == chunks == sum(counts.values())
+    # every row with a vector was embedded now (a commit's file-diff rows have none:
+    # dense search reads the commit's summary row)
+    table = lancedb.connect(outputs["snapshot-path"] + "/lance").open_table("chunks")
+    assert int(outputs["embedded"]) == table.count_rows("vector IS NOT NULL") < chunks
     assert int(outputs["requests"]) > 0
     assert "### ghindex update: snapshot " in (tmp_path / "runner" / "summary.md").read_text()
     assert clone.exists()
@@ -536,6 +541,34 @@ def test_the_action_builds_a_shard_without_a_store(github, tmp_path):
     assert Path(outputs["snapshot-path"]) == tmp_path / "workspace" / "shard"
     assert json.loads(outputs["counts"]) == {"chunks": 12, "issue": 6, "issue_comment": 6}
     assert (tmp_path / "workspace" / "shard" / "state.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_a_shard_stopped_by_its_time_limit_keeps_its_work_and_goes_on_next_run(github, tmp_path):
+    """`build` with `stop-after` ends in time with what it embedded kept in the workdir's
+    cache and `unfinished` set; the next run embeds only the rest (examples/org)."""
+    github.add_repo(
+        "octo/hello",
+        issues=[
+            issue_node(n, title=f"Report {n}", body=f"Report number {n} says something.")
+            for n in range(1, 301)
+        ],
+    )
+    inputs = {"mode": "build", "workdir": "shard", "git": "false", "stop-after": "0.0001"}
+
+    stopped = ActionRun(tmp_path, github.url, github.token, inputs).step("run")
+
+    # one embedding step (256 rows) is done before the time is looked at
+    assert (stopped["embedded"], stopped["unfinished"]) == ("256", "44")
+    assert stopped["counts"] == "{}"  # no index yet
+    workdir = tmp_path / "workspace" / "shard"
+    assert not (workdir / "manifest.json").exists()
+
+    finished = ActionRun(
+        tmp_path, github.url, github.token, {**inputs, "stop-after": ""}, runner="next"
+    ).step("run")
+    assert (finished["embedded"], finished["unfinished"]) == ("44", "0")
+    assert json.loads(finished["counts"])["chunks"] == 300
 
 
 @pytest.mark.slow
