@@ -137,7 +137,7 @@ def test_batches_by_token_count_answer_in_the_order_given(exported):
     assert float(np.abs(encoder.encode(TEXTS) - one_by_one).max()) < 1e-5
 
 
-def test_builds_use_every_core_and_queries_a_few(quantised):
+def test_builds_use_every_core_and_spin_and_queries_a_few_that_sleep(quantised):
     build = build_encoder(DEFAULT_MODEL, precision="int8", device="cpu")
     query = query_encoder(DEFAULT_MODEL, "int8")
 
@@ -145,6 +145,11 @@ def test_builds_use_every_core_and_queries_a_few(quantised):
     assert build._session.get_session_options().intra_op_num_threads == os.cpu_count()
     assert query._session.get_session_options().intra_op_num_threads == min(os.cpu_count(), 4)
     assert query.precision == "int8"
+    # a query's threads sleep between runs: the kNN search that follows needs the cores
+    spinning = "session.intra_op.allow_spinning"
+    assert query._session.get_session_options().get_session_config_entry(spinning) == "0"
+    assert build.spin and not query.spin
+    assert np.allclose(query.encode(TEXTS), build.encode(TEXTS), atol=1e-5)
 
 
 def test_a_damaged_export_is_an_error_for_int8_not_a_fallback(damaged):
