@@ -248,6 +248,25 @@ def test_the_chunks_table_is_written_in_the_format_whose_rows_read_fast(isolated
     assert index.connect(settings.lance_path).open_table(index.CHUNKS).count_rows() == 20
 
 
+def test_an_index_in_lancedbs_default_format_keeps_it_until_a_full_build(isolated, monkeypatch):
+    # an index written before keeps its format (and serves); `build --full` rewrites it
+    settings = settings_for(isolated / "work")
+    store_issues(settings, _issues(12, set()))
+    with monkeypatch.context() as patched:
+        patched.setattr(index, "CHUNKS_FORMAT", "2.2")
+        build(settings, embedder_factory=hash_factory())
+    table_dir = settings.lance_path / f"{index.CHUNKS}.lance"
+    assert _file_versions(table_dir) == {(2, 2)}
+
+    store_issues(settings, _issues(20, {3}))
+    build(settings, embedder_factory=hash_factory())
+    assert _file_versions(table_dir) == {(2, 2)}
+
+    build(settings, embedder_factory=hash_factory(), full=True)
+    assert _file_versions(table_dir) == {(0, 3)}
+    assert index.connect(settings.lance_path).open_table(index.CHUNKS).count_rows() == 20
+
+
 def test_a_build_holds_few_documents_at_once_and_indexes_every_one(isolated, monkeypatch):
     """A build streams: the documents it reads (and their chunks' text) are let go as it
     goes, in each of its passes, so its memory is the batch's and the vectors', not every
