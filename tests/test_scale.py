@@ -399,3 +399,49 @@ def test_bm25_is_narrowed_by_the_filter_that_lets_fewest_rows_through(filtered_t
         assert len(found) == 35
     finally:
         searcher.close()
+
+
+def test_the_rows_a_filter_lets_through_are_listed_once_and_the_last_used_kept(
+    filtered_table, monkeypatch
+):
+    """The narrowed BM25 tests the other filters against their passing row ids in memory:
+    each predicate is listed from the table once per searcher, the PASSING_SETS used last
+    are kept, and a listed set is exactly the rows the predicate lets through."""
+    monkeypatch.setattr(index, "SCALAR_INDEX_ROWS", 10)
+    monkeypatch.setattr(search_module, "PASSING_SETS", 2)
+    searcher = Searcher(filtered_table / "lance")
+    listed = []
+    real = searcher.table.search
+
+    def counting(*args, **kwargs):
+        if not args:  # a plain scan: how `_passing` lists a predicate's rows
+            listed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(searcher.table, "search", counting)
+    try:
+        open_bug = Filters(states=("open",), labels=("bug",)).groups()
+        for _ in range(3):
+            searcher._sparse("crash", open_bug, 5)
+        assert len(listed) == 1  # the state's rows, listed by the first search only
+        assert list(searcher._passing_sets) == ["(state = 'open')"]
+        for predicate in ["(state = 'open')", "(state = 'closed')", "(array_has(labels, 'ci'))"]:
+            ids = searcher._passing(predicate)
+            rows = real().where(predicate).select(["id"]).with_row_id(True).limit(None).to_arrow()
+            assert ids.tolist() == sorted(rows["_rowid"].to_pylist())
+        assert list(searcher._passing_sets) == ["(state = 'closed')", "(array_has(labels, 'ci'))"]
+    finally:
+        searcher.close()
+
+
+@given(
+    allowed=st.lists(st.integers(0, 2**40), unique=True, max_size=50),
+    ids=st.lists(st.integers(0, 2**40), unique=True, max_size=50),
+)
+def test_a_ranked_row_passes_when_its_id_is_among_the_listed(allowed, ids):
+    ids += allowed[::2]  # some of each
+    ids = list(dict.fromkeys(ids))
+    found = search_module._among(
+        np.array(ids, dtype=np.uint64), np.array(sorted(allowed), dtype=np.uint64)
+    )
+    assert found.tolist() == [i in set(allowed) for i in ids]

@@ -44,6 +44,10 @@ RERANK_CANDIDATES = 30
 # are expected to let through (as if independent), and at most SPARSE_MOST rows
 SPARSE_MARGIN = 1.5
 SPARSE_MOST = 3_000
+# the filter predicates whose passing row ids a searcher keeps, the last used (8 bytes a
+# row that passes: at most 8 MB each at 1M rows); listing them once costs a scan of the
+# predicate's rows (about 0.3 s for a third of 1M rows, bench/README.md)
+PASSING_SETS = 8
 DEPTH = (100, 10)  # rows each retriever ranks: at least the first, and the second per k
 LINK_SOURCES = 20  # the best fused entities whose closing links lift their other end
 LINK_WEIGHT = 0.98  # share of a hit's score given to what closes it or what it closes
@@ -115,6 +119,8 @@ class Searcher:
             state = functools.partial(_state_beside, Path(lance_path).parent / STATE_FILE)
         self.state = state  # None: no state beside the index, so hits are not annotated
         self._counts: dict[str, int] = {}  # rows a filter predicate lets through
+        self._passing_sets: dict[str, Any] = {}  # predicate -> its sorted row ids (see _passing)
+        self._listing = threading.Lock()
         self._spellings: dict[str, dict[str, tuple[str, ...]]] = {}  # column -> (see filters)
         # BM25 runs beside the query's embedding and kNN: both release the GIL
         self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ghindex-sparse")
@@ -279,11 +285,14 @@ class Searcher:
     def _sparse(self, query: str, groups: list[str], depth: int) -> list[dict[str, Any]]:
         """The `depth` best rows by BM25 that pass every filter group. With two groups or
         more on a large table, the full-text search is narrowed by the group that lets
-        the fewest rows through, and the others are tested on the rows it ranks: LanceDB
-        narrows by one indexed filter in a few ms but by the AND of two in tens of ms (at
-        1M rows, bench/README.md). The rows kept are the same as with every group
-        applied first, in the same order (the scores do not depend on the filter); when
-        too few pass, it asks again with every group applied."""
+        the fewest rows through, and the others are tested in memory on the row ids it
+        ranks (see `_passing`): LanceDB narrows by one indexed filter in a few ms but by
+        the AND of two in tens of ms, and testing the ranked rows in the table reads each
+        at random (at 1M rows, bench/README.md). The rows kept are the same as with every
+        group applied first, in the same order (the scores do not depend on the filter);
+        when too few pass, it asks again with every group applied."""
+        import numpy as np
+
         where = " AND ".join(groups) or None
         groups = list(dict.fromkeys(groups))  # a filter given twice tests the same
         if len(groups) < 2 or self._rows < index.SCALAR_INDEX_ROWS:
@@ -295,24 +304,40 @@ class Searcher:
         if asked > SPARSE_MOST:  # the other groups let too little through: narrow by all
             return self._bm25(query, where, depth)
         ranked = self._bm25(query, first, asked, ["_rowid"])
-        if not ranked:
-            return []
-        order = {r["_rowid"]: i for i, r in enumerate(ranked)}
-        listed = ", ".join(str(r) for r in order)
-        passed = (
-            self.table.search()
-            .where(f"_rowid IN ({listed}) AND {' AND '.join(rest)}")
-            .select(_LIGHT)
-            .with_row_id(True)
-            .limit(None)
-            .to_list()
-        )
-        passed.sort(key=lambda r: order[r["_rowid"]])
-        if len(passed) < depth and len(ranked) == asked:  # more may pass further down
+        ids = np.fromiter((r["_rowid"] for r in ranked), dtype=np.uint64, count=len(ranked))
+        kept = np.ones(len(ids), dtype=bool)
+        for predicate in rest:
+            kept &= _among(ids, self._passing(predicate))
+        if kept.sum() < depth and len(ranked) == asked:  # more may pass further down
             return self._bm25(query, where, depth)
-        for row in passed[:depth]:
-            row["_score"] = ranked[order[row["_rowid"]]]["_score"]
-        return passed[:depth]
+        chosen = [int(i) for i in ids[kept][:depth]]
+        if not chosen:
+            return []
+        rows = self.table.take_row_ids(chosen).select(_LIGHT).with_row_id().to_list()
+        scores = {r["_rowid"]: r["_score"] for r in ranked}
+        order = {row_id: i for i, row_id in enumerate(chosen)}
+        rows.sort(key=lambda r: order[r["_rowid"]])
+        for row in rows:
+            row["_score"] = scores[row["_rowid"]]
+        return rows
+
+    def _passing(self, predicate: str) -> Any:
+        """The sorted row ids `predicate` lets through, listed once per searcher (the
+        table stays at the version it was opened at, so its row ids do not move) and
+        kept for the PASSING_SETS predicates used last."""
+        import numpy as np
+
+        with self._listing:
+            found = self._passing_sets.pop(predicate, None)
+            if found is None:
+                # a narrow column to read: LanceDB scans the whole table when none is asked
+                rows = self.table.search().where(predicate).select(["chunk_index"])
+                listed = rows.with_row_id(True).limit(None).to_arrow()["_rowid"]
+                found = np.sort(listed.to_numpy())
+            self._passing_sets[predicate] = found  # the last used, last
+            while len(self._passing_sets) > PASSING_SETS:
+                del self._passing_sets[next(iter(self._passing_sets))]
+            return found
 
     def _bm25(
         self, query: str, where: str | None, depth: int, columns: list[str] = _LIGHT
@@ -533,6 +558,16 @@ def _by_title(
         if kept is None or score > kept["_score"]:
             best[row["_rowid"]] = {**row, "_score": score}
     return sorted(best.values(), key=lambda r: (-r["_score"], r["_rowid"]))[:depth]
+
+
+def _among(ids: Any, allowed: Any) -> Any:
+    """Which of `ids` are in the sorted array `allowed` (a lookup each, not a sort)."""
+    import numpy as np
+
+    if not len(allowed):
+        return np.zeros(len(ids), dtype=bool)
+    at = np.minimum(np.searchsorted(allowed, ids), len(allowed) - 1)
+    return allowed[at] == ids
 
 
 def _may_be_identifier(query: str) -> bool:
