@@ -181,7 +181,7 @@ def test_bm25_ranks_as_lancedbs_multi_match_over_title_and_text(sample, searcher
         theirs = theirs.where(where, prefilter=True)
     theirs = theirs.select(["id"]).with_row_id(True).limit(depth).to_list()
 
-    ours = searcher._bm25(query, where, depth, ["id"])
+    ours = searcher._bm25(query, where, depth)
 
     def scored(rows):
         return [(round(r["_score"], 4), r["_rowid"]) for r in rows]

@@ -362,7 +362,7 @@ def test_bm25_narrowed_by_one_filter_finds_what_every_filter_first_finds(
         searcher.close()
 
     def above(rows, score):  # the rows ranked above the last score kept: no tie at the cut
-        return {r["id"] for r in rows if round(r["_score"], 5) > score}
+        return {r["_rowid"] for r in rows if round(r["_score"], 5) > score}
 
     scores = [round(r["_score"], 5) for r in whole]
     assert [round(r["_score"], 5) for r in planned] == scores
@@ -376,9 +376,7 @@ def test_bm25_is_narrowed_by_the_filter_that_lets_fewest_rows_through(filtered_t
     searcher = Searcher(filtered_table / "lance")
     asked = []
     real = searcher._bm25
-    monkeypatch.setattr(
-        searcher, "_bm25", lambda q, w, d, *c: asked.append((w, d)) or real(q, w, d, *c)
-    )
+    monkeypatch.setattr(searcher, "_bm25", lambda q, w, d: asked.append((w, d)) or real(q, w, d))
     try:
         filters = Filters(states=("open",), labels=("ci",))  # ci: one issue in four
         groups = filters.groups(searcher._spelled(filters))

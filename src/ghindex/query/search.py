@@ -283,14 +283,18 @@ class Searcher:
         return search
 
     def _sparse(self, query: str, groups: list[str], depth: int) -> list[dict[str, Any]]:
-        """The `depth` best rows by BM25 that pass every filter group. With two groups or
-        more on a large table, the full-text search is narrowed by the group that lets
-        the fewest rows through, and the others are tested in memory on the row ids it
-        ranks (see `_passing`): LanceDB narrows by one indexed filter in a few ms but by
-        the AND of two in tens of ms, and testing the ranked rows in the table reads each
-        at random (at 1M rows, bench/README.md). The rows kept are the same as with every
-        group applied first, in the same order (the scores do not depend on the filter);
-        when too few pass, it asks again with every group applied."""
+        """The `depth` best rows by BM25 that pass every filter group, with the columns
+        fusion reads (`_LIGHT`). With two groups or more on a large table, the full-text
+        search is narrowed by the group that lets the fewest rows through, and the others
+        are tested in memory on the row ids it ranks (see `_passing`): LanceDB narrows by
+        one indexed filter in a few ms but by the AND of two in tens of ms, and testing
+        the ranked rows in the table reads each at random (at 1M rows, bench/README.md).
+        The rows kept are the same as with every group applied first, in the same order
+        (the scores do not depend on the filter); when too few pass, it asks again with
+        every group applied."""
+        return self._light(self._ranked_sparse(query, groups, depth))
+
+    def _ranked_sparse(self, query: str, groups: list[str], depth: int) -> list[dict[str, Any]]:
         import numpy as np
 
         where = " AND ".join(groups) or None
@@ -303,23 +307,23 @@ class Searcher:
         asked = math.ceil(depth / max(passing, 1e-9) * SPARSE_MARGIN)
         if asked > SPARSE_MOST:  # the other groups let too little through: narrow by all
             return self._bm25(query, where, depth)
-        ranked = self._bm25(query, first, asked, ["_rowid"])
+        ranked = self._bm25(query, first, asked)
         ids = np.fromiter((r["_rowid"] for r in ranked), dtype=np.uint64, count=len(ranked))
         kept = np.ones(len(ids), dtype=bool)
         for predicate in rest:
             kept &= _among(ids, self._passing(predicate))
         if kept.sum() < depth and len(ranked) == asked:  # more may pass further down
             return self._bm25(query, where, depth)
-        chosen = [int(i) for i in ids[kept][:depth]]
-        if not chosen:
+        return [row for row, passes in zip(ranked, kept, strict=True) if passes][:depth]
+
+    def _light(self, ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`ranked` (row ids and scores) with the columns fusion reads, in one read by
+        row id: cheaper than each full-text search reading them for its own list."""
+        if not ranked:
             return []
-        rows = self.table.take_row_ids(chosen).select(_LIGHT).with_row_id().to_list()
-        scores = {r["_rowid"]: r["_score"] for r in ranked}
-        order = {row_id: i for i, row_id in enumerate(chosen)}
-        rows.sort(key=lambda r: order[r["_rowid"]])
-        for row in rows:
-            row["_score"] = scores[row["_rowid"]]
-        return rows
+        rows = self.table.take_row_ids([r["_rowid"] for r in ranked])
+        found = {row["_rowid"]: row for row in rows.select(_LIGHT).with_row_id().to_list()}
+        return [{**found[r["_rowid"]], "_score": r["_score"]} for r in ranked]
 
     def _passing(self, predicate: str) -> Any:
         """The sorted row ids `predicate` lets through, listed once per searcher (the
@@ -339,26 +343,25 @@ class Searcher:
                 del self._passing_sets[next(iter(self._passing_sets))]
             return found
 
-    def _bm25(
-        self, query: str, where: str | None, depth: int, columns: list[str] = _LIGHT
-    ) -> list[dict[str, Any]]:
-        """The `depth` best rows by BM25, a row scored by the better of its text and
-        TITLE_BOOST times its title: LanceDB's MultiMatchQuery, whose two column
-        searches it runs one after the other, here run side by side (see `_by_title`)."""
+    def _bm25(self, query: str, where: str | None, depth: int) -> list[dict[str, Any]]:
+        """The row ids and scores of the `depth` best rows by BM25, a row scored by the
+        better of its text and TITLE_BOOST times its title: LanceDB's MultiMatchQuery,
+        whose two column searches it runs one after the other, here run side by side
+        (see `_by_title`)."""
         if not self._titles:
-            return self._match(query, "text", where, depth, columns)
-        titled = self._title_side.submit(self._match, query, "head_title", where, depth, columns)
-        return _by_title(self._match(query, "text", where, depth, columns), titled.result(), depth)
+            return self._match(query, "text", where, depth)
+        titled = self._title_side.submit(self._match, query, "head_title", where, depth)
+        return _by_title(self._match(query, "text", where, depth), titled.result(), depth)
 
     def _match(
-        self, query: str, column: str, where: str | None, depth: int, columns: list[str]
+        self, query: str, column: str, where: str | None, depth: int
     ) -> list[dict[str, Any]]:
         # a MatchQuery takes the words as they are: no query syntax, so "--full",
         # "a AND b" or "foo:bar" are searched for, not interpreted
         search = self.table.search(MatchQuery(query, column), query_type="fts")
         if where:
             search = search.where(where, prefilter=True)
-        return search.select(columns).with_row_id(True).limit(depth).to_list()
+        return search.select(["_rowid"]).with_row_id(True).limit(depth).to_list()
 
     def _matching(self, predicate: str) -> int:
         """How many rows `predicate` lets through (counted once per searcher: the table
