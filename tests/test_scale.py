@@ -368,7 +368,7 @@ def test_bm25_narrowed_by_one_filter_finds_what_every_filter_first_finds(
     assert [round(r["_score"], 5) for r in planned] == scores
     if scores:
         assert above(planned, scores[-1]) == above(whole, scores[-1])
-    assert all(set(r) >= {"id", "entity", "type", "_rowid"} for r in planned)
+    assert all(set(r) >= {"handle", "entity", "type", "_rowid"} for r in planned)
 
 
 def test_bm25_is_narrowed_by_the_filter_that_lets_fewest_rows_through(filtered_table, monkeypatch):

@@ -25,24 +25,24 @@ def group(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
     """Entity rankings of each retriever, fused (hybrid) or as they are."""
     lists = [("dense", dense), ("sparse", sparse)]
-    chunk_rank: dict[tuple[str, str], int] = {}  # (retriever, row id) -> rank
+    chunk_rank: dict[tuple[str, int], int] = {}  # (retriever, row id) -> rank
     entity_rank: dict[tuple[str, str], int] = {}  # (retriever, entity) -> rank
-    rows_of: dict[str, dict[str, dict[str, Any]]] = {}  # entity -> row id -> row
+    rows_of: dict[str, dict[int, dict[str, Any]]] = {}  # entity -> row id -> row
     for name, rows in lists:
         seen = 0
         for position, row in enumerate(rows, 1):
-            chunk_rank[(name, row["id"])] = position
+            chunk_rank[(name, row["_rowid"])] = position
             if (name, row["entity"]) not in entity_rank:
                 seen += 1
                 entity_rank[(name, row["entity"])] = seen
-            rows_of.setdefault(row["entity"], {}).setdefault(row["id"], row)
+            rows_of.setdefault(row["entity"], {}).setdefault(row["_rowid"], row)
 
     def row_score(row: dict[str, Any]) -> float:
         if mode == "hybrid":
             return max(
-                1.0 / (RRF_K + chunk_rank[(n, row["id"])])
+                1.0 / (RRF_K + chunk_rank[(n, row["_rowid"])])
                 for n, _ in lists
-                if (n, row["id"]) in chunk_rank
+                if (n, row["_rowid"]) in chunk_rank
             )
         return float(row["_score"])
 
@@ -55,7 +55,8 @@ def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
             else max(float(r["_score"]) for r in rows.values())
         )
         best = min(
-            rows.values(), key=lambda r: min(chunk_rank.get((n, r["id"]), 10**9) for n, _ in lists)
+            rows.values(),
+            key=lambda r: min(chunk_rank.get((n, r["_rowid"]), 10**9) for n, _ in lists),
         )
         hit = make_hit(best, score, d, s, with_snippet=False)  # made for the few returned
         hit.same_entity = same_entity(list(rows.values()), best, row_score)

@@ -98,7 +98,7 @@ def make_hit(
         entity=row["entity"],
         type=row["type"],
         entity_type=row["entity_type"],
-        repo=row["repo"],
+        repo=row.get("repo") or "",  # a retriever's row has none until read whole
         number=row.get("number"),
         title=row.get("title") or "",
         url=row.get("url") or "",
