@@ -155,7 +155,8 @@ def test_rows_stream_in_batches_from_any_iterable(isolated, monkeypatch):
 
 
 def test_probes_grow_with_the_table():
-    assert index.probes(1_000) == index.MIN_PROBES
+    assert index.probes(1_000) == index.partitions(1_000) == 1  # all of a small index
+    assert index.probes(300_000) == index.MIN_PROBES < index.partitions(300_000)
     sizes = [50_000, 300_000, 1_000_000, 5_000_000]
     probed = [index.probes(n) for n in sizes]
     assert probed == sorted(probed) and probed[-1] > probed[0]
