@@ -322,9 +322,13 @@ class Searcher:
         row id: cheaper than each full-text search reading them for its own list."""
         if not ranked:
             return []
-        rows = self.table.take_row_ids([r["_rowid"] for r in ranked])
-        found = {row["_rowid"]: row for row in rows.select(_LIGHT).with_row_id().to_list()}
+        found = self._by_row_id([r["_rowid"] for r in ranked], _LIGHT)
         return [{**found[r["_rowid"]], "_score": r["_score"]} for r in ranked]
+
+    def _by_row_id(self, row_ids: list[int], columns: list[str]) -> dict[int, dict[str, Any]]:
+        """The rows of `row_ids` with `columns`, by row id: one read, not a scan."""
+        rows = self.table.take_row_ids(row_ids).select(columns).with_row_id().to_list()
+        return {row["_rowid"]: row for row in rows}
 
     def _passing(self, predicate: str) -> Any:
         """The sorted row ids `predicate` lets through, listed once per searcher (the
@@ -377,9 +381,8 @@ class Searcher:
         light = {h.row_id: h for h in hits if h.row_id is not None}
         if not light:
             return hits
-        rows = self.table.take_row_ids(list(light)).select(columns).with_row_id().to_list()
         whole = {}
-        for row in rows:
+        for row in self._by_row_id(list(light), columns).values():
             was = light[row["_rowid"]]
             hit = make_hit(row, was.score, was.dense_rank, was.sparse_rank, with_snippet=False)
             hit.same_entity = was.same_entity
