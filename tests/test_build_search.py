@@ -169,7 +169,7 @@ def _sample_words(lance_path) -> list[str]:
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 def test_bm25_ranks_as_lancedbs_multi_match_over_title_and_text(sample, searcher, data):
-    # the two column searches run side by side (`_by_title`) and must rank exactly as
+    # the two column searches run side by side (`by_title`) and must rank exactly as
     # LanceDB's MultiMatchQuery, which #34's retrieval figures were measured with
     words = st.sampled_from(_sample_words(sample[0].lance_path))
     query = " ".join(data.draw(st.lists(words, min_size=1, max_size=4)))

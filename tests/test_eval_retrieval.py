@@ -401,3 +401,69 @@ def test_the_naive_bm25_ranks_by_rare_words_and_skips_documents_without_any():
     scores = BM25(docs).scores("dog sat")
     assert scores.argmax() == 1
     assert scores[0] > 0 and scores[2] == 0 and scores[3] == 0
+
+
+@pytest.mark.slow
+def test_the_replay_ranks_as_the_real_search_does(tmp_path):
+    """bench/eval_replay.py's defaults give the text-only search's own ranking, query by
+    query (each record's title asked, itself excluded, and one-word identifier queries),
+    and a variant's settings reach the ranking."""
+    from bench import eval_replay
+    from ghindex.query.search import Searcher
+
+    folder = tmp_path / "tiny-set"
+    folder.mkdir()
+    records = [r for r in corpus() if r["type"] != "gist"]
+    asked = [
+        {
+            "qid": f"t{n}",
+            "task": r["type"],
+            "query": r["title"],
+            "relevant_ids": [r["id"]],
+            "exclude_ids": [o["id"] for o in records if o is not r][: n % 3],
+        }
+        for n, r in enumerate(records)
+    ] + [
+        {"qid": "x1", "task": "identifier", "query": "#1", "relevant_ids": ["t:issue:1"]},
+        {
+            "qid": "x2",
+            "task": "identifier",
+            "query": "setup.cfg",
+            "relevant_ids": ["t:doc:README.md"],
+        },
+    ]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in asked))
+    work = tmp_path / "work"
+    assert (
+        eval_retrieval.main(
+            [str(folder), "--modes", "sparse", "--no-baseline", "--workdir", str(work)]
+        )
+        == 0
+    )
+
+    name, lists, handles = eval_replay.load(folder, work)
+    assert name == "tiny-set" and len(lists) == len(asked)
+    searcher = Searcher(work / "lance", link_weight=0.0)
+    querier = eval_retrieval.Querier(searcher)
+    for k in (1, 3, 10):
+        for one in lists:
+            exclude = set(one.query.get("exclude_ids") or ())
+            real, _, _ = querier.ranking(one.query["query"], "hybrid", k, exclude, handles)
+            assert eval_replay.ranking(one, eval_replay.Variant(), k, handles) == real, one.query
+    searcher.close()
+
+    one_a_type = eval_replay.Variant.parse("type_cap=1 type_block=2")
+    changed = [
+        one
+        for one in lists
+        if eval_replay.ranking(one, one_a_type, 10, handles)
+        != eval_replay.ranking(one, eval_replay.Variant(), 10, handles)
+    ]
+    assert changed
+    results = eval_replay.replay([(name, lists, handles)], [eval_replay.Variant(), one_a_type], 3)
+    printed = eval_replay.table(results, 3)
+    assert "| type_cap=1 type_block=2 |" in printed and "| defaults |" in printed
+    for bad in ("rrf_k", "depth=5", f"dense_depth={eval_replay.LIST_DEPTH + 1}"):
+        with pytest.raises(ValueError, match=r"rrf_k|depths"):
+            eval_replay.Variant.parse(bad)

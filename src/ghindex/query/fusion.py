@@ -22,8 +22,9 @@ def group(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return grouped
 
 
-def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
-    """Entity rankings of each retriever, fused (hybrid) or as they are."""
+def fuse(dense: list[dict], sparse: list[dict], mode: str, rrf_k: float = RRF_K) -> list[Hit]:
+    """Entity rankings of each retriever, fused (hybrid) or as they are. `rrf_k` is
+    RRF_K but for `bench/eval_replay.py`, which measures other values."""
     lists = [("dense", dense), ("sparse", sparse)]
     chunk_rank: dict[tuple[str, int], int] = {}  # (retriever, row id) -> rank
     entity_rank: dict[tuple[str, str], int] = {}  # (retriever, entity) -> rank
@@ -40,7 +41,7 @@ def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
     def row_score(row: dict[str, Any]) -> float:
         if mode == "hybrid":
             return max(
-                1.0 / (RRF_K + chunk_rank[(n, row["_rowid"])])
+                1.0 / (rrf_k + chunk_rank[(n, row["_rowid"])])
                 for n, _ in lists
                 if (n, row["_rowid"]) in chunk_rank
             )
@@ -50,7 +51,7 @@ def fuse(dense: list[dict], sparse: list[dict], mode: str) -> list[Hit]:
     for entity, rows in rows_of.items():
         d, s = entity_rank.get(("dense", entity)), entity_rank.get(("sparse", entity))
         score = (
-            sum(1.0 / (RRF_K + r) for r in (d, s) if r is not None)
+            sum(1.0 / (rrf_k + r) for r in (d, s) if r is not None)
             if mode == "hybrid"
             else max(float(r["_score"]) for r in rows.values())
         )

@@ -352,11 +352,11 @@ class Searcher:
         """The row ids and scores of the `depth` best rows by BM25, a row scored by the
         better of its text and TITLE_BOOST times its title: LanceDB's MultiMatchQuery,
         whose two column searches it runs one after the other, here run side by side
-        (see `_by_title`)."""
+        (see `by_title`)."""
         if not self._titles:
             return self._match(query, "text", where, depth)
         titled = self._title_side.submit(self._match, query, "head_title", where, depth)
-        return _by_title(self._match(query, "text", where, depth), titled.result(), depth)
+        return by_title(self._match(query, "text", where, depth), titled.result(), depth)
 
     def _match(
         self, query: str, column: str, where: str | None, depth: int
@@ -551,15 +551,18 @@ def follow_links(
     return sorted([*ranked, *joined], key=lambda h: (-h.score, -own.get(h.entity, 0.0)))
 
 
-def _by_title(
-    texts: list[dict[str, Any]], titles: list[dict[str, Any]], depth: int
+def by_title(
+    texts: list[dict[str, Any]],
+    titles: list[dict[str, Any]],
+    depth: int,
+    boost: float = TITLE_BOOST,
 ) -> list[dict[str, Any]]:
     """The `depth` best of two BM25 lists, a row scored by the better of its text score
-    and TITLE_BOOST times its title score: what LanceDB's MultiMatchQuery returns from
-    the same two lists (checked on every query of bench_scale's 1M-row table), equal
-    scores in row order."""
+    and `boost` times its title score: what LanceDB's MultiMatchQuery returns from the
+    same two lists (checked on every query of bench_scale's 1M-row table), equal scores
+    in row order. `boost` is TITLE_BOOST but for bench/eval_replay.py."""
     best: dict[int, dict[str, Any]] = {}
-    for row, weight in [*((r, 1.0) for r in texts), *((r, TITLE_BOOST) for r in titles)]:
+    for row, weight in [*((r, 1.0) for r in texts), *((r, boost) for r in titles)]:
         score = weight * row["_score"]
         kept = best.get(row["_rowid"])
         if kept is None or score > kept["_score"]:
