@@ -11,15 +11,17 @@ in its workdir (default bench/.cache/eval-<set>): run that first, for the same s
 
 What is replayed is `Searcher.search` in hybrid mode with no filters and `link_weight`
 0 (the "hybrid, text only" row of eval_retrieval.py): the two BM25 lists (text, title)
-merged by `by_title`, the kNN list, `fuse`, `cap_types`, the exact-identifier hits first,
+merged by `by_title`, the kNN list, `fuse`, `lift_nearest` (the best hit's nearest items
+as the build listed them), `cap_types`, the exact-identifier hits first,
 each query asked for k + its excluded ids as `eval_retrieval.Querier` asks. With the
 defaults it gives the same ranking as the real search (tests/test_eval_retrieval.py);
 only a query whose first answer falls short of k after exclusion, which the Querier
 asks again deeper, can differ. Lists are read LIST_DEPTH rows deep, so depths past that
 are refused.
 
-Printed: recall@k per set and task for each variant, its difference to the defaults,
-and how many queries it ranks better / worse (a small set moves in few queries).
+Printed: recall@k and MRR@k per set and task for each variant, its difference to the
+defaults, and how many queries it ranks better / worse (a small set moves in few
+queries).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import argparse
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,7 +39,15 @@ from typing import Any
 from bench.eval_corpus import read_set, say, store_corpus
 from bench.eval_retrieval import CACHE, ranked_ids, scorable, scores
 from ghindex.query import fusion
-from ghindex.query.search import DEPTH, TITLE_BOOST, Searcher, _may_be_identifier, by_title
+from ghindex.query.search import (
+    DEPTH,
+    NEAR_WEIGHT,
+    TITLE_BOOST,
+    Searcher,
+    _may_be_identifier,
+    by_title,
+    lift_nearest,
+)
 from ghindex.state.database import open_state
 
 LIST_DEPTH = 300  # rows read from each retriever per query
@@ -48,6 +58,7 @@ class Variant:
     """The settings a replay can change; each default is the product's own."""
 
     rrf_k: float = fusion.RRF_K
+    near_weight: float = NEAR_WEIGHT
     title_boost: float = TITLE_BOOST
     type_cap: int = fusion.TYPE_CAP
     type_block: int = fusion.TYPE_BLOCK
@@ -81,6 +92,7 @@ class Lists:
     text: list[dict[str, Any]]
     title: list[dict[str, Any]]
     exact: list[Any]
+    near: Callable[[str], list[tuple[str, str, float]]]  # the build's nearest lists
 
 
 def read_lists(searcher: Searcher, queries: Sequence[dict[str, Any]]) -> list[Lists]:
@@ -95,6 +107,7 @@ def read_lists(searcher: Searcher, queries: Sequence[dict[str, Any]]) -> list[Li
                 searcher._light(searcher._match(words, "text", None, LIST_DEPTH)),
                 searcher._light(searcher._match(words, "head_title", None, LIST_DEPTH)),
                 [SimpleNamespace(handle=h.handle, entity=h.entity) for h in exact],
+                searcher.listed_near,
             )
         )
     return out
@@ -111,6 +124,17 @@ def ranking(lists: Lists, variant: Variant, k: int, handles: dict[str, str]) -> 
         lists.text[:sparse_depth], lists.title[:sparse_depth], sparse_depth, variant.title_boost
     )
     ranked = fusion.fuse(dense, sparse, "hybrid", rrf_k=variant.rrf_k)
+    if variant.near_weight and ranked:
+        near = lists.near(ranked[0].entity)
+        kinds = {handle: kind for handle, kind, _ in near}
+
+        def heads(entities: list[str], where: str | None) -> list[Any]:
+            return [
+                SimpleNamespace(entity=e, handle=e, entity_type=kinds[e], score=0.0)
+                for e in entities
+            ]
+
+        ranked = lift_nearest(ranked, near, heads, None, variant.near_weight)
     found = {e.entity for e in lists.exact}
     ranked = [h for h in ranked if h.entity not in found]
     ranked = fusion.cap_types(ranked, variant.type_cap, variant.type_block)
@@ -120,16 +144,16 @@ def ranking(lists: Lists, variant: Variant, k: int, handles: dict[str, str]) -> 
 
 def replay(
     sets: Sequence[tuple[str, list[Lists], dict[str, str]]], variants: Sequence[Variant], k: int
-) -> dict[Variant, dict[tuple[str, str], list[float]]]:
-    """Per variant, per (set, task): each query's recall@k."""
-    out: dict[Variant, dict[tuple[str, str], list[float]]] = {}
+) -> dict[Variant, dict[tuple[str, str], list[tuple[float, float]]]]:
+    """Per variant, per (set, task): each query's recall@k and reciprocal rank."""
+    out: dict[Variant, dict[tuple[str, str], list[tuple[float, float]]]] = {}
     for variant in variants:
-        per: dict[tuple[str, str], list[float]] = defaultdict(list)
+        per: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
         for name, queries, handles in sets:
             for lists in queries:
                 ranked = ranking(lists, variant, k, handles)
-                recall = scores(ranked, set(lists.query["relevant"]), k)[0]
-                per[(name, lists.query["task"])].append(recall)
+                recall, rr, _ = scores(ranked, set(lists.query["relevant"]), k)
+                per[(name, lists.query["task"])].append((recall, rr))
         out[variant] = per
     return out
 
@@ -162,17 +186,29 @@ def label(variant: Variant) -> str:
     return " ".join(changed) or "defaults"
 
 
-def table(results: dict[Variant, dict[tuple[str, str], list[float]]], k: int) -> str:
-    base = next(iter(results.values()))
+def table(results: dict[Variant, dict[tuple[str, str], list[tuple[float, float]]]], k: int) -> str:
+    """recall@k, then MRR@k: a table each."""
+    return "\n\n".join(
+        _table(results, k, at, name) for at, name in ((0, f"recall@{k}"), (1, f"MRR@{k}"))
+    )
+
+
+def _table(
+    results: dict[Variant, dict[tuple[str, str], list[tuple[float, float]]]],
+    k: int,
+    at: int,
+    metric: str,
+) -> str:
+    base = {key: [q[at] for q in rows] for key, rows in next(iter(results.values())).items()}
     keys = list(base)
     head = " | ".join(f"{name} · {task}" for name, task in keys)
     lines = [f"| variant | {head} |", "|---|" + "---:|" * len(keys)]
-    for variant, per in results.items():
+    for position, (variant, per) in enumerate(results.items()):
         cells = []
         for key in keys:
-            mine, theirs = per[key], base[key]
+            mine, theirs = [q[at] for q in per[key]], base[key]
             mean = sum(mine) / len(mine)
-            if per is base:
+            if position == 0:
                 cells.append(f"{mean:.3f}")
                 continue
             better = sum(a > b for a, b in zip(mine, theirs, strict=True))
@@ -180,9 +216,8 @@ def table(results: dict[Variant, dict[tuple[str, str], list[float]]], k: int) ->
             delta = mean - sum(theirs) / len(theirs)
             cells.append(f"{mean:.3f} ({delta:+.3f}, {better}/{worse})")
         lines.append(f"| {label(variant)} | " + " | ".join(cells) + " |")
-    return f"recall@{k}, text-only hybrid (difference to defaults, queries better/worse)\n" + (
-        "\n".join(lines)
-    )
+    title = f"{metric}, text-only hybrid (difference to defaults, queries better/worse)"
+    return title + "\n" + "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

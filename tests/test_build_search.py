@@ -21,7 +21,7 @@ from ghindex.index import table as index
 from ghindex.index.build import build
 from ghindex.index.chunking import ChunkSettings
 from ghindex.query.fusion import RRF_K
-from ghindex.query.search import TITLE_BOOST, Filters, Searcher
+from ghindex.query.search import NEAR_WEIGHT, TITLE_BOOST, Filters, Searcher
 from ghindex.sample.demo import run_demo, sample_records
 from ghindex.state.database import open_state
 from testkit.github_server import comment_node, issue_node
@@ -311,6 +311,7 @@ def test_search_cli_json_is_stable(sample, run):
         "same_entity",
         "fixed_by",
         "closes",
+        "near",
     ]
     assert document["results"][0]["handle"] == "betamaxpy/betamax#52"
     assert document["results"][0]["updated_at"].endswith("Z")
@@ -818,3 +819,34 @@ def test_the_python_api_fetches_then_searches_on_one_connection(sample):
     assert rows == [(223,)]
     assert [h.entity for h in recent] == [h.entity for h in hits]
     assert future == []
+
+
+def test_a_search_lifts_its_best_hits_nearest_items_of_other_types(sample):
+    """Each of the best hit's listed nearest items of another type scores at least
+    NEAR_WEIGHT x the best hit's score x their cosine, else what it scores without the
+    lift; the other hits score the same; and on the sample some query's answer changes."""
+    lifting = Searcher(sample[0].lance_path, link_weight=0.0)
+    plain = Searcher(sample[0].lance_path, link_weight=0.0, near_weight=0.0)
+    changed = 0
+    try:
+        for query in _sample_words(sample[0].lance_path)[::7][:25]:
+            before = plain.search(query, k=30).results
+            after = lifting.search(query, k=30).results
+            if not before:
+                continue
+            top = before[0]
+            near = {
+                h: c for h, kind, c in lifting.listed_near(top.entity) if kind != top.entity_type
+            }
+            scored = {h.entity: h.score for h in before}
+            for hit in after:
+                floor = NEAR_WEIGHT * top.score * near.get(hit.entity, 0.0)
+                own = scored.get(hit.entity, 0.0)  # absent: only a nearest item joins
+                assert hit.score == pytest.approx(max(own, floor), abs=2e-6)
+                # the answer says what lifted it
+                assert hit.near == (top.entity if floor > own + 2e-6 else None)
+            changed += [h.entity for h in after] != [h.entity for h in before]
+    finally:
+        lifting.close()
+        plain.close()
+    assert changed

@@ -249,6 +249,79 @@ def test_a_build_lists_every_items_nearest_and_related_answers_from_the_list(wor
 
 
 @pytest.mark.slow
+def test_search_reads_the_same_lists_and_answers_without_them_when_they_are_damaged(
+    workdir, tmp_path
+):
+    """Search lifts its best hit's nearest items from the lists `related` reads; a list
+    file that is not one costs the lift (a one-line note), not the answer."""
+    from ghindex.query.search import Searcher
+
+    snapshot = Snapshot(workdir)
+    try:
+        listed = snapshot.related("octo/hello#4").nearest
+        searched = snapshot.searcher.listed_near("octo/hello#4")
+    finally:
+        snapshot.close()
+    assert [(h, round(s, 6)) for h, _t, s in searched] == [
+        (n["handle"], n["score"]) for n in listed
+    ]
+    assert {t for _h, t, _s in searched} == {"issue"}
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
+    (copy / "lance" / "nearest" / "0000.parquet").write_bytes(b"PAR1 but nothing else")
+    damaged = Searcher(copy / "lance")
+    plain = Searcher(copy / "lance", near_weight=0.0)
+    try:
+        answer = damaged.search("connection pool keep-alive sockets", k=5)
+        without = plain.search("connection pool keep-alive sockets", k=5)
+    finally:
+        damaged.close()
+        plain.close()
+    assert [h.entity for h in answer.results] == [h.entity for h in without.results]
+    (note,) = answer.notes
+    assert note.startswith("ranked without the best hit's nearest items: ")
+    assert "is not a nearest-items file ghindex can read" in note and "\n" not in note
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", None]),
+            st.one_of(st.none(), st.integers(-5, 20)),
+            st.sampled_from(["a", "b", "c", None]),
+            st.one_of(st.none(), st.text(max_size=8)),
+            st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+        ),
+        max_size=30,
+    )
+)
+def test_search_takes_from_a_list_file_only_real_neighbours(tmp_path_factory, rows):
+    """A list file came with the snapshot: whatever its rows hold, search takes only
+    neighbours other than the item, with a cosine in (0, 1], nearest first."""
+    path = tmp_path_factory.mktemp("lists") / "0000.parquet"
+    columns = ["entity", "rank", "neighbour", "type", "score"]
+    types = [pa.string(), pa.int32(), pa.string(), pa.string(), pa.float32()]
+    pq.write_table(
+        pa.table(
+            {
+                c: pa.array([r[i] for r in rows], t)
+                for i, (c, t) in enumerate(zip(columns, types, strict=True))
+            }
+        ),
+        path,
+    )
+    found = nearest.lists(path)
+    for entity, items in found.items():
+        ranks = [r[1] for r in rows if r[0] == entity]
+        assert len(items) <= len(ranks)
+        for handle, kind, cosine in items:
+            assert handle != entity and isinstance(kind, str) and 0.0 < cosine <= 1.0 + 1e-6
+
+
+@pytest.mark.slow
 def test_related_needs_neither_lancedb_nor_the_model(workdir):
     script = (
         "import sys\n"

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ghindex.query.fusion import cap_types
 from ghindex.query.hits import make_hit
-from ghindex.query.search import LINK_SOURCES, LINK_WEIGHT, follow_links
+from ghindex.query.search import LINK_SOURCES, LINK_WEIGHT, follow_links, lift_nearest
 
 R = "o/r"
 
@@ -100,7 +101,65 @@ def test_a_lifted_pull_request_brings_its_merge_commit_just_below_it():
     assert ranking(alone) == [(9, 0.03), (77, 0.001)]
 
 
+def near(*items):
+    """The best hit's nearest items as the build lists them: (number, type, cosine)."""
+    return [(f"{R}#{n}", kind, cosine) for n, kind, cosine in items]
+
+
+def test_the_best_hits_nearest_items_of_other_types_gain_a_share_of_its_score():
+    heads = Heads(9)
+    before = [hit(1, 0.1), hit(2, 0.05), hit(3, 0.04, "pull_request"), hit(4, 0.03), hit(5, 0.02)]
+    listed = near(
+        (2, "issue", 0.9), (3, "pull_request", 0.7), (9, "pull_request", 0.6), (4, "commit", 0.2)
+    )
+
+    ranked = lift_nearest(list(before), listed, heads, None, weight=1.0)
+
+    # #2 is of the best hit's own type: unchanged; #3 scores at least 0.1 x 0.7; #9 joins
+    # with 0.1 x 0.6; #4 keeps its own 0.03, more than 0.1 x 0.2
+    assert ranking(ranked) == [(1, 0.1), (3, 0.07), (9, 0.06), (2, 0.05), (4, 0.03), (5, 0.02)]
+    assert heads.asked == [[f"{R}#9"]]
+
+
+def test_nothing_moves_without_nearest_items_of_another_type_or_past_the_filters():
+    before = [hit(1, 0.1), hit(2, 0.05)]
+    assert ranking(lift_nearest(list(before), [], Heads(), None)) == ranking(before)
+    same_type = near((2, "issue", 0.9), (1, "pull_request", 1.0))  # and the hit itself
+    assert ranking(lift_nearest(list(before), same_type, Heads(), None)) == ranking(before)
+    filtered = lift_nearest(list(before), near((9, "commit", 0.8)), Heads(), "state = 'open'")
+    assert ranking(filtered) == ranking(before)
+
+
 KINDS = st.sampled_from(["issue", "pull_request", "commit", "doc"])
+
+
+@given(
+    hits=st.lists(st.tuples(KINDS, st.floats(0.001, 0.2)), min_size=1, max_size=20),
+    listed=st.lists(
+        st.tuples(st.integers(0, 40), KINDS, st.floats(-2.0, 1.0)),
+        max_size=10,
+        unique_by=lambda t: t[0],
+    ),
+    weight=st.floats(0.0, 2.0),
+)
+def test_lifting_nearest_items_never_lowers_a_score_nor_loses_a_hit(hits, listed, weight):
+    before = sorted(
+        (hit(n, score, kind) for n, (kind, score) in enumerate(hits)), key=lambda h: -h.score
+    )
+    scores = {h.number: h.score for h in before}
+    top = before[0]
+    lifted = [n for n, kind, c in listed if kind != top.entity_type and c > 0 and n != top.number]
+    absent = [n for n in lifted if n not in scores]
+    after = lift_nearest(list(before), near(*listed), Heads(*absent), None, weight)
+
+    assert sorted(h.number for h in after) == sorted(set(scores) | set(absent))
+    assert [h.score for h in after] == sorted((h.score for h in after), reverse=True)
+    cosine = {n: c for n, _kind, c in listed if n in lifted}
+    for h in after:
+        own = scores.get(h.number, 0.0)
+        assert h.score == pytest.approx(
+            max(own, weight * top.score * cosine.get(h.number, 0.0)), abs=1e-6
+        )
 
 
 @settings(max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "200")), deadline=None)

@@ -98,6 +98,8 @@ def search_text(response: SearchResponse) -> str:
             for name, value in (("dense", hit.dense_rank), ("sparse", hit.sparse_rank))
             if value is not None
         ]
+        if hit.near:
+            why.append(f"near {hit.near}")
         if hit.rerank_score is not None:
             why.append(f"rerank {hit.rerank_score:.3f}")
         if response.mode == "scan":  # no query, so no score: the time it is ordered by

@@ -493,16 +493,16 @@ def _table(
     )
 
 
-def reader(lance_path: Path, listed: object) -> NearestItems | None:
-    """`(handle, k) -> up to k nearest items`, read from the lists the manifest's
-    `nearest` entry (`listed`) names, or None when it names none. The entry came with
-    the snapshot: one that is not of either layout is refused in one line."""
+def locate(lance_path: Path, listed: object) -> Callable[[str], Path] | None:
+    """`handle -> the file holding its list`, for the lists the manifest's `nearest`
+    entry (`listed`) names, or None when it names none. The entry came with the
+    snapshot: one that is not of either layout is refused in one line."""
     lance_path = Path(lance_path)
     if not isinstance(listed, dict):
         return None
     if "buckets" not in listed and listed.get("file") == f"{INDEX_DIR}/{NEAREST_FILE}":
         single = lance_path / NEAREST_FILE  # a snapshot of an older ghindex
-        return (lambda handle, k: read(single, handle, k)) if single.is_file() else None
+        return (lambda handle: single) if single.is_file() else None
     count = listed.get("buckets")
     if not (
         listed.get("dir") == f"{INDEX_DIR}/{NEAREST_DIR}"
@@ -516,11 +516,55 @@ def reader(lance_path: Path, listed: object) -> NearestItems | None:
             "pull the snapshot again, or build it again"
         )
     folder = lance_path / NEAREST_DIR
+    return lambda handle: bucket_file(folder, bucket_of(handle, count))
+
+
+def reader(lance_path: Path, listed: object) -> NearestItems | None:
+    """`(handle, k) -> up to k nearest items`, read from the lists the manifest's
+    `nearest` entry (`listed`) names (see `locate`), or None when it names none."""
+    file_of = locate(lance_path, listed)
+    if file_of is None:
+        return None
 
     def nearest_items(handle: str, k: int) -> list[dict[str, Any]]:
-        return read(bucket_file(folder, bucket_of(handle, count)), handle, k)
+        return read(file_of(handle), handle, k)
 
     return nearest_items
+
+
+def lists(path: Path) -> dict[str, list[tuple[str, str, float]]]:
+    """Every list in one nearest file: entity -> [(neighbour, its type, cosine)], nearest
+    first, without the rows that name no neighbour or no real cosine. Search reads the
+    list of its best hit on every query (`query/search.py`), so it keeps a few files
+    read this way instead of asking `read` each time. The file came with the snapshot:
+    one that is not Parquet with these columns is refused in one line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = {
+        "entity": pa.string(),
+        "rank": pa.int64(),
+        "neighbour": pa.string(),
+        "type": pa.string(),
+        "score": pa.float64(),
+    }
+    try:
+        table = pq.read_table(path, columns=list(wanted))
+        table = table.cast(pa.schema(list(wanted.items())))
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise SnapshotError(
+            f"{path} is not a nearest-items file ghindex can read ({first_line(exc)}): "
+            "pull the snapshot again, or build it again"
+        ) from None
+    found: dict[str, list[tuple[int, str, str, float]]] = {}
+    columns = (table.column(name).to_pylist() for name in wanted)
+    for entity, rank, neighbour, kind, score in zip(*columns, strict=True):
+        if entity is None or neighbour is None or neighbour == entity or rank is None:
+            continue
+        if score is None or not 0.0 < score <= 1.0 + 1e-6:  # NOT_A_VECTOR, NaN, garbage
+            continue
+        found.setdefault(entity, []).append((rank, neighbour, kind or "", float(score)))
+    return {e: [(n, t, c) for _r, n, t, c in sorted(rows)] for e, rows in found.items()}
 
 
 def _shown(value: object) -> str:

@@ -44,6 +44,7 @@ class Hit:
     same_entity: list[SameEntity] = field(default_factory=list)
     fixed_by: list[str] = field(default_factory=list)
     closes: list[str] = field(default_factory=list)
+    near: str | None = None  # the best hit whose nearest item this is, when that lifted it
     # The representative row's whole text and vector, set per hit by `make_hit` for the
     # reranker, MMR and context packs: not fields, so never part of an answer.
     text: ClassVar[str] = ""

@@ -189,4 +189,6 @@ def _result(hit: Hit, *, reranked: bool) -> dict[str, Any]:
         result["fixed_by"] = hit.fixed_by
     if hit.closes:
         result["closes"] = hit.closes
+    if hit.near:
+        result["near"] = hit.near
     return result
