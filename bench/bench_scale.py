@@ -9,7 +9,11 @@ peak memory is its own:
 - write: `write_chunks` of the whole table from a stream (the process's peak RSS);
 - search: a `Searcher` as `ghindex serve` opens one, timed per mode, filtered and not,
   query by query side by side; dense recall@10 of the index against exact kNN; the
-  searching process's RSS after the queries;
+  searching process's RSS after the queries; then, with nearest lists of random
+  neighbours of random types written beside the table (what reading them costs does
+  not depend on what they hold), hybrid search with and without lifting the best hit's
+  nearest items (`lift_nearest`), query by query side by side (`*_lift_p50_ms`,
+  `*_nolift_p50_ms`);
 - nearest: every entity's nearest list (`index.nearest.neighbours`), its time and peak
   memory, and its recall@10 against the exact lists of a sample of entities.
 
@@ -193,8 +197,66 @@ def search_child(lance: Path, queries: list[str], recall_queries: int) -> dict[s
             hits = [len(a & b) / 10 for a, b in zip(got, exact_ids, strict=True)]
             found[f"dense_recall_at_10_refine{refine}"] = round(statistics.mean(hits), 3)
             found[f"knn_p50_ms_refine{refine}"] = round(statistics.median(ms), 1)
+    found.update(_lift_cost(searcher, lance, queries))
     searcher.close()
     return found
+
+
+def _lift_cost(plain: Any, lance: Path, queries: list[str]) -> dict[str, Any]:
+    """Hybrid p50 with and without the nearest-items lift, side by side. `plain` looked
+    for nearest lists before they were written, so it ranks without them."""
+    from ghindex.query.search import Searcher
+
+    listed = _random_lists(plain, lance)
+    lifting = Searcher(lance)
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    for query in queries:
+        for name, filters in (("hybrid", None), ("filtered_hybrid", FILTER)):
+            for label, searcher in (("nolift", plain), ("lift", lifting)):
+                started = time.perf_counter()
+                searcher.search(query, filters=filters)
+                times[f"{name}_{label}"].append(1000 * (time.perf_counter() - started))
+    lifting.close()
+    found = {f"{name}_p50_ms": round(statistics.median(v), 1) for name, v in times.items()}
+    found["nearest_entities"] = listed
+    return found
+
+
+def _random_lists(searcher: Any, lance: Path) -> int:
+    """Nearest lists (`index/nearest.py`'s layout) of 10 random neighbours of random
+    types for every entity of the table, and a manifest beside it naming them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ghindex.index import nearest
+    from ghindex.vocabulary.layout import MANIFEST
+
+    heads = searcher.table.search().where("chunk_index = 0").select(["entity"]).limit(None)
+    entities = sorted(set(heads.to_arrow()["entity"].to_pylist()))
+    count = nearest.buckets(len(entities))
+    members: dict[int, list[str]] = collections.defaultdict(list)
+    for entity in entities:
+        members[nearest.bucket_of(entity, count)].append(entity)
+    rng = np.random.default_rng(0)
+    kinds = np.array(["issue", "pull_request", "commit"])
+    folder = lance / nearest.NEAREST_DIR
+    folder.mkdir()
+    for bucket, names in members.items():
+        rows = len(names) * nearest.K
+        picked = rng.integers(0, len(entities), rows)
+        table = pa.table(
+            {
+                "entity": np.repeat(names, nearest.K),
+                "rank": np.tile(np.arange(1, nearest.K + 1), len(names)).astype(np.int32),
+                "neighbour": [entities[i] for i in picked],
+                "score": np.sort(rng.uniform(0.3, 0.9, rows)).astype(np.float32)[::-1],
+                "type": kinds[rng.integers(0, 3, rows)],
+            }
+        )
+        pq.write_table(table, nearest.bucket_file(folder, bucket))
+    manifest = {"nearest": nearest.manifest_entry(len(entities))}
+    (lance.parent / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return len(entities)
 
 
 def nearest_child(size: int, spread: float, sample: int) -> dict[str, Any]:
