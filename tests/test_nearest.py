@@ -270,6 +270,11 @@ def test_search_reads_the_same_lists_and_answers_without_them_when_they_are_dama
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(workdir), str(copy)], check=True)
     (copy / "lance" / "nearest" / "0000.parquet").write_bytes(b"PAR1 but nothing else")
+    huge = tmp_path / "huge.parquet"
+    with huge.open("wb") as out:  # sparse: no disk is spent
+        out.truncate(nearest.LIST_FILE_MOST + 1)
+    with pytest.raises(SnapshotError, match="more than a list file ever holds"):
+        nearest.lists(huge)
     damaged = Searcher(copy / "lance")
     plain = Searcher(copy / "lance", near_weight=0.0)
     try:
@@ -314,11 +319,18 @@ def test_search_takes_from_a_list_file_only_real_neighbours(tmp_path_factory, ro
         path,
     )
     found = nearest.lists(path)
-    for entity, items in found.items():
-        ranks = [r[1] for r in rows if r[0] == entity]
-        assert len(items) <= len(ranks)
-        for handle, kind, cosine in items:
-            assert handle != entity and isinstance(kind, str) and 0.0 < cosine <= 1.0 + 1e-6
+    stored = pq.read_table(path).to_pylist()  # the values as the file holds them
+    for entity in ["a", "b", "c", "x"]:
+        valid = sorted(
+            (r["rank"], r["neighbour"], r["type"] or "", r["score"])
+            for r in stored
+            if r["entity"] == entity
+            and r["neighbour"] not in (None, entity)
+            and r["rank"] is not None
+            and r["score"] is not None
+            and 0.0 < r["score"] <= 1.0 + 1e-6
+        )
+        assert found.of(entity) == [(n, t, c) for _r, n, t, c in valid]
 
 
 @pytest.mark.slow

@@ -464,7 +464,7 @@ class Searcher:
             listed = (local_manifest(self._lance_path.parent / MANIFEST) or {}).get("nearest")
             self._near_file = near_lists.locate(self._lance_path, listed) or (lambda e: None)
         path = self._near_file(entity)
-        return self._near_lists(path).get(entity, []) if path is not None else []
+        return self._near_lists(path).of(entity) if path is not None else []
 
     def _lift_nearest(
         self, ranked: list[Hit], where: str | None, response: SearchResponse
