@@ -576,13 +576,28 @@ def follow_links(
     for pull, score in list(lift.items()):
         for commit in (merges or {}).get(pull, ()):
             lift[commit] = max(lift.get(commit, 0.0), weight * score)
+    return _at_least(ranked, lift, heads, where)
+
+
+def _at_least(
+    ranked: list[Hit],
+    floors: dict[str, float],
+    heads: Callable[[list[str], str | None], list[Hit]],
+    where: str | None,
+    near: str | None = None,
+) -> list[Hit]:
+    """`ranked` (best first) with each entity of `floors` scoring at least its floor:
+    those not ranked yet join when the filters (`where`) let them through (`heads`);
+    one raised by a nearest-items lift says from where (`near`). Equal scores: the
+    entity with more evidence of its own first."""
     present = {h.entity for h in ranked}
-    joined = heads([e for e in lift if e not in present], where) if set(lift) - present else []
+    missing = [e for e in floors if e not in present]
+    joined = heads(missing, where) if missing else []
     own = {h.entity: h.score for h in ranked}
     for hit in [*ranked, *joined]:
-        if lift.get(hit.entity, 0.0) > hit.score:
-            hit.score = round(lift[hit.entity], 6)
-    # equal scores: the entity with more evidence of its own first
+        if floors.get(hit.entity, 0.0) > hit.score:
+            hit.score = round(floors[hit.entity], 6)
+            hit.near = near or hit.near
     return sorted([*ranked, *joined], key=lambda h: (-h.score, -own.get(h.entity, 0.0)))
 
 
@@ -603,22 +618,14 @@ def lift_nearest(
     (MRR on httpx 0.744 -> 0.674); items of the best hit's own type are not lifted: near
     copies of it took places from the answer (bench/README.md, #34). A closing link
     lifts by LINK_WEIGHT (0.98) of its source's score, so a cosine below that keeps a
-    found issue's fix above its merely similar items. Equal scores keep their order."""
+    found issue's fix above its merely similar items."""
     top = ranked[0]
     gain = {
         handle: weight * top.score * cosine
         for handle, kind, cosine in near
         if kind != top.entity_type and handle != top.entity and cosine > 0
     }
-    if not gain:
-        return ranked
-    present = {h.entity for h in ranked}
-    missing = [e for e in gain if e not in present]
-    joined = heads(missing, where) if missing else []
-    for hit in [*ranked, *joined]:
-        if gain.get(hit.entity, 0.0) > hit.score:
-            hit.score, hit.near = round(gain[hit.entity], 6), top.entity
-    return sorted([*ranked, *joined], key=lambda h: -h.score)
+    return _at_least(ranked, gain, heads, where, near=top.entity) if gain else ranked
 
 
 def by_title(
