@@ -484,8 +484,9 @@ def run(
     port = sock.getsockname()[1]
     # ghindex's own guard checks Host and Origin on every bind (the SDK's only on loopback)
     off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # stateless: no session table (see STATELESS)
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, transport_security=off
+        streamable_http_path=MCP_PATH, host=host, transport_security=off, stateless_http=STATELESS
     )
     url = mcp_url(host, port)
     app = elsewhere_hint(app, url)
@@ -501,6 +502,18 @@ def run(
 
 
 MCP_PATH = "/mcp"  # where the streamable HTTP endpoint answers
+# Why HTTP is served without sessions. The SDK's sessions are a table the server keeps:
+# by default 10,000 of them, each idle for up to 30 minutes and holding its last answer,
+# so one client's bare `initialize` calls filled it and every other client was refused
+# (503) for half an hour, and 1,000 abandoned sessions held 850 MB. ghindex keeps
+# nothing between calls that a session could carry: every tool is a read of the served
+# snapshot, no tool asks the client anything, and a continuation is a token inside the
+# answer (`continuation.py`). So each POST gets a transport of its own that ends with
+# its answer: nothing is retained once an answer is sent, there is no table to fill or
+# to evict from, and no client can take another's place. Clients of the current
+# protocol (2026-07-28) are stateless anyway; the handshake (2025-11-25) simply gets no
+# `Mcp-Session-Id` and sends later requests without one, as the specification allows.
+STATELESS = True
 # Seconds a stopping HTTP server waits for open requests and streams before cancelling
 # them: Ctrl-C ends it about this long after, even with a client connected.
 GRACE_SECONDS = 0.5
@@ -539,23 +552,40 @@ def bound_socket(host: str, port: int) -> socket.socket:
 def elsewhere_hint(app: Any, url: str) -> Any:
     """An ASGI wrapper answering every path but the MCP endpoint's with 404 and a body
     that names the endpoint: someone who opens the server's address in a browser or with
-    curl learns where clients connect, instead of a bare "Not Found"."""
+    curl learns where clients connect, instead of a bare "Not Found". The endpoint
+    itself takes POST only (405 otherwise, as the specification allows): without
+    sessions there is no stream for a GET to open (the SDK would hold it open, silent,
+    for as long as the client waits) and no session for a DELETE to end."""
     served = (MCP_PATH, MCP_PATH + "/")
-    body = json.dumps(
+    elsewhere = json.dumps(
         {
             "error": "not found: this is ghindex's MCP server; MCP clients connect to "
             f"{url} (streamable HTTP), see docs/mcp.md",
             "endpoint": url,
         }
     ).encode()
+    posts_only = json.dumps(
+        {
+            "error": f"method not allowed: MCP clients POST to {url}; the server keeps no "
+            "sessions, so there is no stream to open or session to end",
+            "endpoint": url,
+        }
+    ).encode()
 
     async def hinted(scope, receive, send):
-        if scope["type"] == "http" and scope.get("path") not in served:
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 404, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+        if scope["type"] != "http":
+            await app(scope, receive, send)
             return
-        await app(scope, receive, send)
+        if scope.get("path") not in served:
+            status, body, more = 404, elsewhere, []
+        elif STATELESS and scope.get("method") != "POST":
+            status, body, more = 405, posts_only, [(b"allow", b"POST")]
+        else:
+            await app(scope, receive, send)
+            return
+        headers = [(b"content-type", b"application/json"), *more]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     return hinted
 
