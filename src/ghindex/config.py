@@ -19,6 +19,7 @@ from typing import Any
 
 from ghindex.errors import ConfigError
 from ghindex.vocabulary.layout import SnapshotFiles
+from ghindex.vocabulary.limits import is_number
 
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 DEFAULT_WORKDIR = ".ghindex"
@@ -90,6 +91,7 @@ ENVIRONMENT = {
         Variable("GHINDEX_SQL_MAX_BYTES", "whole", 1_000_000, "bytes of an answer", least=1),
         Variable("GHINDEX_SQL_THREADS", "whole", 1, "cores of a statement", least=1),
         Variable("GHINDEX_SQL_TEMP_MB", "whole", 256, "temporary disk of one", least=1),
+        Variable("GHINDEX_SQL_PROCESSES", "whole", 2, "statements running at once", least=1),
         Variable("GHINDEX_HTTP_RETRIES", "whole", 3, "retries of a failed request"),
         Variable("GHINDEX_RETRY_BASE_SECONDS", "seconds", 1.0, "first backoff delay"),
         Variable("GHINDEX_HTTP_DEADLINE", "seconds", None, "longest request, in all"),
@@ -141,7 +143,7 @@ def env(name: str) -> Any:
 
 def _env_whole(variable: Variable, text: str) -> int:
     most = variable.most
-    number = int(text) if text.isdigit() and len(text) < 19 else None
+    number = int(text) if is_number(text) and len(text) < 19 else None
     if number is None or number < variable.least or (most is not None and number > most):
         span = (
             f"from {variable.least:,.0f} to {most:,.0f}"

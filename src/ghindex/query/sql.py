@@ -44,6 +44,9 @@ _SANDBOX = {  # no files, no network, no extensions
 }
 
 
+_CONFIGURING = threading.Lock()  # one connection at a time sets and locks a database's settings
+
+
 @dataclass
 class Result:
     columns: list[str]
@@ -61,11 +64,13 @@ def connect(
     wait: float = 0.0,
     check: bool = False,
     spill: tuple[str, int] | None = None,
+    memory_mb: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A sandboxed, read-only connection to a state database. `wait`: seconds to wait for
     a writer (fetch, build) to let go of the file; `check`: refuse a schema this ghindex
     cannot read (written by a newer one, or not yet migrated); `spill`: the folder and
-    megabytes temporary files may use."""
+    megabytes temporary files may use; `memory_mb`: DuckDB's memory limit (default
+    `GHINDEX_SQL_MEMORY_MB`)."""
     if not state.exists():
         raise no_state(state)
     config = dict(_SANDBOX)
@@ -92,15 +97,17 @@ def connect(
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
     # Another connection of this process to the same file shares its database, and
-    # may have locked the configuration already: setting it again would fail.
-    if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
-        memory = env("GHINDEX_SQL_MEMORY_MB")
-        threads = env("GHINDEX_SQL_THREADS")
-        con.execute(f"SET memory_limit = '{memory}MB'")
-        con.execute("SET enable_progress_bar = false")
-        # one core for SQL, the rest for everything else a server answers meanwhile
-        con.execute(f"SET threads = {threads}")
-        con.execute("SET lock_configuration = true")
+    # may have locked the configuration already (or be locking it in another thread):
+    # setting it again would fail.
+    with _CONFIGURING:
+        if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+            memory = memory_mb or env("GHINDEX_SQL_MEMORY_MB")
+            threads = env("GHINDEX_SQL_THREADS")
+            con.execute(f"SET memory_limit = '{memory}MB'")
+            con.execute("SET enable_progress_bar = false")
+            # one core for SQL, the rest for everything else a server answers meanwhile
+            con.execute(f"SET threads = {threads}")
+            con.execute("SET lock_configuration = true")
     if check:
         try:
             check_schema(con, state)

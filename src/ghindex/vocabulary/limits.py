@@ -50,9 +50,22 @@ def check_handles(where: str, handles: Sequence[str], limit: int = HANDLES) -> N
         check_text(where, "a handle", handle, HANDLE_CHARS)
 
 
+def check_flag(where: str, name: str, value: object) -> None:
+    """Refuse a flag that is not `True` or `False`: "true", 1 or "no" are not flags."""
+    if not isinstance(value, bool):
+        raise GhindexError(f"{where}: {name} must be true or false, not {value!r:.40}")
+
+
+def is_number(text: str) -> bool:
+    """Whether `text` is a whole number in ASCII digits (0-9), the only digits a number
+    is written in here: `str.isdigit` is true of '²' and '①' too, which `int` refuses,
+    and `int` reads the Arabic-Indic '١٢' as 12, which no handle or setting means."""
+    return text.isascii() and text.isdecimal()
+
+
 def number_or_none(text: str) -> int | None:
     """`text` as an issue number or database id, or None when no item can have it."""
-    if not text.isdigit() or len(text) > 10:
+    if not is_number(text) or len(text) > 10:
         return None
     number = int(text)
     return number if number <= MAX_NUMBER else None
