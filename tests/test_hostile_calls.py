@@ -143,9 +143,9 @@ def test_a_busy_issue_comes_in_whole_comments_with_the_way_on(server):
 def test_sql_rows_are_cut_by_the_budget_and_continue_where_they_stopped(server):
     query = "SELECT number, title, body FROM issues ORDER BY number"
     first = check(call(server, "sql", {"query": query, "max_rows": 1000}))
-    assert first["truncated"] and f"offset={first['next_offset']}" in first["truncated_reason"]
     kept = first["next_offset"]
-    assert kept == first["row_count"] == len(first["rows"]) < 120
+    assert first["truncated"] and f'offset="{kept}"' in first["truncated_reason"]
+    assert int(kept.split(".")[0]) == first["row_count"] == len(first["rows"]) < 120
 
     rest = check(call(server, "sql", {"query": query, "max_rows": 1000, "offset": kept}))
     assert rest["rows"][0][0] == first["rows"][-1][0] + 1
@@ -154,14 +154,15 @@ def test_sql_rows_are_cut_by_the_budget_and_continue_where_they_stopped(server):
 def test_search_results_are_cut_whole_and_continue_with_offset(server, monkeypatch):
     monkeypatch.setenv("GHINDEX_MCP_MAX_TOKENS", "1000")
     first = check(call(server, "search", {"query": "cache", "mode": "sparse", "top_k": 50}))
-    assert first["truncated"] and first["next_offset"] == len(first["results"])
+    offset = int(first["next_offset"].split(".")[0])  # a token: the position, and a tag
+    assert first["truncated"] and offset == len(first["results"])
     assert budget.cost(first) <= 1000
 
     monkeypatch.delenv("GHINDEX_MCP_MAX_TOKENS")
     whole = check(call(server, "search", {"query": "cache", "mode": "sparse", "top_k": 50}))
-    offset = first["next_offset"]
+    token = first["next_offset"]
     more = check(
-        call(server, "search", {"query": "cache", "mode": "sparse", "top_k": 5, "offset": offset})
+        call(server, "search", {"query": "cache", "mode": "sparse", "top_k": 5, "offset": token})
     )
     assert [r["handle"] for r in more["results"]] == [
         r["handle"] for r in whole["results"][offset : offset + 5]

@@ -486,10 +486,11 @@ def test_sql_answers_a_compact_table_with_a_row_limit(server):
     assert cut["columns"] == ["handle", "number", "state"]
     assert cut["rows"] == [[R + "#1", 1, "CLOSED"], [R + "#3", 3, "OPEN"], [R + "#4", 4, "OPEN"]]
     assert (cut["row_count"], cut["truncated"]) == (3, True)
+    token = cut["next_offset"]  # the position, and a tag of the snapshot and the tool
+    assert token.startswith("3.") and len(token) == 10
     assert cut["truncated_reason"] == (
-        "cut at 3 rows: raise max_rows or narrow the query; ask again with offset=3"
+        f'cut at 3 rows: raise max_rows or narrow the query; ask again with offset="{token}"'
     )
-    assert cut["next_offset"] == 3
     assert (whole["row_count"], whole["truncated"], whole["truncated_reason"]) == (11, False, None)
     assert isinstance(whole["elapsed_ms"], float)
 

@@ -19,10 +19,22 @@ from ghindex.cli.base import (
 )
 from ghindex.cli.output import context_text, emit_json, item_text, progress, say, search_text
 from ghindex.config import Settings
+from ghindex.errors import GhindexError
 from ghindex.query.filters import CONTEXT_FILTERS, MODES, OPTIONS, SORTS
 from ghindex.vocabulary.edges import KINDS
+from ghindex.vocabulary.times import iso_moment
 
-_DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ"]
+
+class IsoMoment(click.ParamType):
+    """A date or time as every door reads it (`vocabulary.times.iso_moment`)."""
+
+    name = "date"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        try:
+            return iso_moment(value, "the value")
+        except GhindexError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def filter_options(*arguments: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -34,7 +46,7 @@ def filter_options(*arguments: str) -> Callable[[Callable[..., Any]], Callable[.
             option = OPTIONS[name]
             settings: dict[str, Any] = {"help": option.meaning, "metavar": option.metavar}
             if option.kind == "time":
-                settings["type"] = click.DateTime(_DATE_FORMATS)
+                settings["type"] = IsoMoment()
             elif option.kind == "values":
                 settings["multiple"] = True
             if option.choices:  # any case, given back as the choice is spelled

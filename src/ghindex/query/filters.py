@@ -20,6 +20,7 @@ from typing import Any
 
 from ghindex.errors import GhindexError
 from ghindex.vocabulary.limits import VALUE_CHARS, check_text, check_values
+from ghindex.vocabulary.times import iso_moment
 from ghindex.vocabulary.types import FILTER_TYPES
 
 MODES = ("hybrid", "dense", "sparse")  # retrievers: both fused, meaning only, words only
@@ -290,12 +291,12 @@ def _carries(column: str, values: tuple[str, ...]) -> str:
     return f"array_has_any({column}, [{', '.join(literal(v) for v in values)}])"
 
 
-def _utc(value: date | datetime | None, name: str = "date") -> datetime | None:
-    """`value` as a UTC time; any ISO date from year 1 to 9999."""
+def _utc(value: date | datetime | str | None, name: str = "date") -> datetime | None:
+    """`value` (a date, a time, or either in ISO form: `iso_moment`) as a UTC time; any
+    ISO date from year 1 to 9999."""
     if value is None:
         return None
-    if not isinstance(value, date):
-        raise GhindexError(f"filters: {name} must be an ISO date or time, not {value!r:.40}")
+    value = iso_moment(value, f"filters: {name}")
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day)
     try:

@@ -35,6 +35,7 @@ from ghindex.errors import GhindexError
 from ghindex.query.handles import resolve_handle
 from ghindex.vocabulary.edges import KINDS  # strongest first: neighbours of a hop in this order
 from ghindex.vocabulary.handles import SUB_ITEM
+from ghindex.vocabulary.limits import is_number
 from ghindex.vocabulary.times import iso_time
 
 NearestItems = Callable[[str, int], list[dict[str, Any]]]
@@ -243,13 +244,13 @@ def merge_commits(con: duckdb.DuckDBPyConnection, handles: Iterable[str]) -> dic
 def handle_order(handle: str) -> tuple:
     """Sorts 'o/r#9' before 'o/r#10'."""
     return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        (0, int(part), "") if is_number(part) else (1, 0, part)
         for part in _DIGITS.split(handle)
         if part
     )
 
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
 
 
 def _kind_order(kind: str) -> tuple[int, str]:

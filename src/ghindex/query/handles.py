@@ -31,7 +31,7 @@ from ghindex.vocabulary.handles import (
     commit_handle,
     parent_item,
 )
-from ghindex.vocabulary.limits import number_or_none
+from ghindex.vocabulary.limits import is_number, number_or_none
 
 # Every handle an entity table or the graph holds (comments resolve to their item first).
 KNOWN_SQL = """
@@ -62,6 +62,9 @@ _PARTS = {
 # a part's handle: its item (group 1, as in SUB_ITEM), its form and its key
 _SUB_PART = re.compile(SUB_ITEM.split(")/", 1)[0] + r")/(" + "|".join(_PARTS) + r")/(.+)$")
 _SHOWN = 5  # candidates an error lists
+# Where a handle holds an item's number: after `#` (`#12`, `owner/repo#12/comment/5`),
+# or the whole of a bare one (`12`).
+_ITEM_NUMBER = re.compile(r"^(?:[^/#\s]+/[^/#\s]+)?#([^/#\s]+)(?:/.*)?$|^([^/#:@\s]+)$")
 
 
 class UnknownHandle(GhindexError):
@@ -117,11 +120,19 @@ def _shown(text: str) -> str:
 
 
 def _bare_number(text: str) -> int | None:
-    """The number of `#12` or `12` (an item named without its repository), else None."""
+    """The number of `#12` or `12` (an item named without its repository), else None. A
+    number written in other digits than ASCII's (`²`, `①`, `١٢`) is refused."""
     match = ISSUE_REF.match(text)
     if match and match.group(1) is None:
         return number_or_none(match.group(2))
-    return number_or_none(text) if text.isdigit() else None
+    place = _ITEM_NUMBER.match(text)
+    written = place and (place.group(1) or place.group(2))
+    if written and all(c.isnumeric() for c in written) and not is_number(written):
+        raise UnknownHandle(
+            f"{_shown(text)}: an item's number is written in ASCII digits (0-9), as in "
+            "owner/repo#12"
+        )
+    return number_or_none(text)
 
 
 def _numbered(con: duckdb.DuckDBPyConnection, text: str, number: int) -> str:

@@ -52,6 +52,7 @@ from ghindex.vocabulary.layout import (
 from ghindex.vocabulary.limits import (
     QUERY_CHARS,
     SQL_CHARS,
+    check_flag,
     check_handles,
     check_text,
 )
@@ -295,6 +296,8 @@ class Snapshot(SnapshotFiles):
         if sort not in SORTS:
             raise GhindexError(f"unknown sort {sort!r}: use one of {', '.join(SORTS)}")
         check_text("search", "query", query, QUERY_CHARS)
+        check_flag("search", "rerank", rerank)
+        check_flag("search", "graph_expand", expand)
         searcher = self._open_searcher(embeds=mode != "sparse")
         response = searcher.search(query, filters=filters, k=k, mode=mode, rerank=rerank, mmr=mmr)
         if sort == "updated_desc":
@@ -322,6 +325,8 @@ class Snapshot(SnapshotFiles):
         """What every door's `search` answers: with a query, `search`; without one (None,
         empty or blank), `scan`: the items the filters select, newest first (by update,
         unless `sort` asks for creation)."""
+        check_flag("search", "rerank", rerank)
+        check_flag("search", "graph_expand", expand)
         if query is None or not query.strip():
             order = "updated_desc" if sort == "relevance" else sort
             return self.scan(filters, k=k, sort=order, expand=expand, hops=hops)

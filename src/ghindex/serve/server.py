@@ -33,10 +33,11 @@ from pydantic import BeforeValidator, Field, ValidationError
 from ghindex import __version__
 from ghindex.errors import ConfigError, GhindexError
 from ghindex.query.filters import MODES, OPTIONS, SORTS, STATES
-from ghindex.serve import budget, tools
+from ghindex.serve import budget, continuation, messages, tools
 from ghindex.serve.holder import SnapshotHolder
 from ghindex.vocabulary import limits
 from ghindex.vocabulary.tables import TABLES, VIEWS
+from ghindex.vocabulary.times import iso_moment
 from ghindex.vocabulary.types import FILTER_TYPES
 
 log = logging.getLogger(__name__)
@@ -75,14 +76,23 @@ def filter_argument(name: str) -> Any:
     """The MCP argument of a filter, described as `query.filters.OPTIONS` (the CLI's
     options' table) describes it: label filters take a list, the others one value."""
     option = OPTIONS[name]
-    if option.kind == "time":
-        return Annotated[date | datetime | None, Field(description=option.meaning)]
+    if option.kind == "time":  # ISO text only: no number read as a Unix time
+        moment = BeforeValidator(functools.partial(_iso_argument, name))
+        return Annotated[date | datetime | None, moment, Field(description=option.meaning)]
     if option.field.endswith("labels"):
         return Annotated[
             list[Value] | None, Field(max_length=limits.VALUES, description=option.meaning)
         ]
     value = {"type": Type, "state": State}.get(name, Value)
     return Annotated[value | None, Field(description=option.meaning)]
+
+
+def _iso_argument(name: str, value: Any) -> Any:
+    """A time argument as `iso_moment` reads it at every door (None: not given)."""
+    try:
+        return None if value is None else iso_moment(value, name)
+    except GhindexError as exc:
+        raise ValueError(str(exc)) from None
 
 
 # Filters shared by `search` and `context`.
@@ -96,13 +106,34 @@ MilestoneArg = filter_argument("milestone")
 PathArg = filter_argument("path_prefix")
 SinceArg = filter_argument("since")
 UntilArg = filter_argument("until")
-OffsetNote = "Where the answer starts: a previous answer's `next_offset`."
+OffsetNote = (
+    "Where the answer goes on: a previous answer's `next_offset`, as it was given (a token "
+    "bound to the snapshot; leave it out to start)."
+)
+
+
+def _token_argument(value: Any) -> Any:
+    """A continuation is the token an answer gave, never a number an agent made up."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(
+        f"offset must be a previous answer's next_offset as it was given (a string such as "
+        f'"20.1a2b3c4d"), not {value!r:.40}'
+    )
+
+
+Offset = Annotated[
+    str | None,
+    BeforeValidator(_token_argument),
+    Field(max_length=continuation.TOKEN_CHARS, description=OffsetNote),
+]
 
 
 class StrictServer(MCPServer):
     """The MCP server whose tools refuse what they do not know: an unknown argument, a
     wrong type or a value out of range is one sentence naming it (and the valid
-    arguments, or the limit), never silently ignored. Checked in one place, the public
+    arguments, or the limit), never silently ignored; a key given twice is refused too,
+    not read as the last one (`messages.py`). Checked in one place, the public
     `call_tool` every transport goes through; the published schemas say so too
     (`additionalProperties: false`). Tools are handed over whole (`Tool`s, as the SDK
     takes them), so the server knows each one's argument model without reaching into
@@ -116,6 +147,11 @@ class StrictServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self.strict_tools.get(name)
+        if tool is not None and messages.DUPLICATE in arguments:
+            repeated = str(arguments[messages.DUPLICATE])[:40]
+            raise ToolError(
+                f"{name}: key {repeated!r} is given more than once in the arguments: give each once"
+            )
         if tool is not None:
             problem = argument_problem(name, tool.parameters, tool.fn_metadata.arg_model, arguments)
             if problem:
@@ -165,17 +201,19 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
             Field(description="hybrid: meaning and words fused; dense: meaning; sparse: words."),
         ] = "hybrid",
         rerank: Annotated[
-            bool, Field(description="Reorder the top candidates with a cross-encoder.")
+            bool,
+            Field(strict=True, description="Reorder the top candidates with a cross-encoder."),
         ] = False,
         sort: Annotated[
             Literal[SORTS],  # type: ignore[valid-type]
             Field(description="Order of the results."),
         ] = "relevance",
         graph_expand: Annotated[
-            bool, Field(description="Also list items linked to the results (no score).")
+            bool,
+            Field(strict=True, description="Also list items linked to the results (no score)."),
         ] = False,
         graph_hops: Annotated[int, whole(1, 2, "Link hops to expand.")] = 1,
-        offset: Annotated[int, whole(0, tools.MAX_SEARCH_OFFSET, OffsetNote)] = 0,
+        offset: Offset = None,
     ) -> dict[str, Any]:
         """Find issues, pull requests, discussions, comments, reviews, releases, docs and
         commits. Results are whole items with a snippet of the best-matching part;
@@ -195,7 +233,8 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
             until=until,
         )
         with holder.use() as snapshot:
-            return tools.search(
+            most = tools.MAX_SEARCH_OFFSET
+            found = tools.search(
                 snapshot,
                 query,
                 chosen,
@@ -205,8 +244,9 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
                 sort=sort,
                 graph_expand=graph_expand,
                 graph_hops=graph_hops,
-                offset=offset,
+                offset=continuation.start(offset, snapshot, "search", most),
             )
+            return continuation.tokened(found, snapshot, "search", most)
 
     @answer
     def fetch(
@@ -246,13 +286,15 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
             str, Field(max_length=limits.HANDLE_CHARS, description="An item's handle.")
         ],
         hops: Annotated[int, whole(1, 2, "1: direct links; 2: links of links.")] = 1,
-        offset: Annotated[int, whole(0, limits.MAX_OFFSET, OffsetNote)] = 0,
+        offset: Offset = None,
     ) -> dict[str, Any]:
         """Items linked to one item (closes, fixed by, cross-references, duplicates,
         sub-issues, commits, mentions, doc links), with direction, hop and where each
         link was seen, and the items whose text is nearest to it."""
         with holder.use() as snapshot:
-            return tools.related(snapshot, handle, hops, offset)
+            start = continuation.start(offset, snapshot, "related", limits.MAX_OFFSET)
+            found = tools.related(snapshot, handle, hops, start)
+            return continuation.tokened(found, snapshot, "related", limits.MAX_OFFSET)
 
     @answer
     def context(
@@ -300,13 +342,15 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
             ),
         ],
         max_rows: Annotated[int, whole(1, tools.SQL_MAX_ROWS)] = 100,
-        offset: Annotated[int, whole(0, limits.MAX_OFFSET, OffsetNote)] = 0,
+        offset: Offset = None,
     ) -> dict[str, Any]:
         """Run one read-only SQL statement (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE) over
         the snapshot's state database. Files, network and extensions are off; there are
         row, memory, time and token limits, and a cut answer gives `next_offset`."""
         with holder.use() as snapshot:
-            return tools.sql(snapshot, query, max_rows, offset=offset)
+            start = continuation.start(offset, snapshot, "sql", limits.MAX_OFFSET)
+            found = tools.sql(snapshot, query, max_rows, offset=start)
+            return continuation.tokened(found, snapshot, "sql", limits.MAX_OFFSET)
 
     @answer
     def status() -> dict[str, Any]:
@@ -346,7 +390,7 @@ def argument_problem(
         # the argument, and an index into it; not the union member pydantic tried
         loc = error["loc"] or ("arguments",)
         where = ".".join([str(loc[0]), *(str(p) for p in loc[1:] if isinstance(p, int))])
-        message = error["msg"].rstrip(".")
+        message = error["msg"].rstrip(".").removeprefix("Value error, ")
         return f"{name}: argument {where}: {message}"
     return None
 
@@ -489,7 +533,7 @@ def run(
         streamable_http_path=MCP_PATH, host=host, transport_security=off, stateless_http=STATELESS
     )
     url = mcp_url(host, port)
-    app = elsewhere_hint(app, url)
+    app = elsewhere_hint(messages.guard(app), url)
     hosts = allowed_hosts(host, port, allowed_host)
     app = header_guard(app, token, hosts, allowed_origin, extra=allowed_host)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=GRACE_SECONDS)
@@ -632,7 +676,8 @@ class StdinLines:
         try:
             stream = os.fdopen(os.dup(sys.stdin.fileno()), "rb")  # its own: closed by no one
             for raw in stream:
-                loop.call_soon_threadsafe(lines.put_nowait, raw.decode("utf-8", "replace"))
+                line = messages.marked(raw.decode("utf-8", "replace"))
+                loop.call_soon_threadsafe(lines.put_nowait, line)
         except (OSError, ValueError, AttributeError) as exc:  # AttributeError: no stdin
             log.warning("stdin could not be read: %s", exc)
         except RuntimeError:  # the loop closed: the server has stopped

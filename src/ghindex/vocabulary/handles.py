@@ -97,7 +97,7 @@ COMMIT_REF = re.compile(r"^([^/@\s]+/[^/@\s]+)@([0-9a-fA-F]{7,40})(?::.*)?$")
 FULL_COMMIT = r"^[^/@]+/[^/@]+@[0-9a-f]{40}$"
 
 # What a person types for an item: '#12' or 'owner/repo#12'; groups (repo or None, number).
-ISSUE_REF = re.compile(rf"^(?:({REPO}))?#(\d+)$")
+ISSUE_REF = re.compile(rf"^(?:({REPO}))?#([0-9]+)$")
 # A sha or a prefix of one, in lower case.
 SHA = re.compile(r"^[0-9a-f]{7,40}$")
 # Text that looks like a file path: 'README.md', 'src/app.py', 'docs/guide'.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
+
+from ghindex.errors import GhindexError
 
 
 def github_time(value: str) -> datetime:
@@ -29,3 +32,30 @@ def iso_time(value: datetime | None) -> str | None:
     if value.tzinfo is not None:  # a connection in another time zone gives local times
         value = value.astimezone(UTC)
     return value.isoformat().replace("+00:00", "Z")
+
+
+# An ISO 8601 date, or a date and time with an optional zone, in ASCII digits: what every
+# door takes for `since` and `until`. A bare number is not one (it is no Unix time here).
+_ISO_MOMENT = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+)
+ISO_EXAMPLE = "2024-05-01 or 2024-05-01T12:00:00Z"
+
+
+def iso_moment(value: object, name: str = "date") -> date | datetime:
+    """`value` as a date or a time: a `date` or `datetime` as it is, or a string in ISO
+    8601 form (`ISO_EXAMPLE`). Anything else (a number, a boolean, a bare year, digits
+    that are not ASCII) is refused in one line naming `name`."""
+    if isinstance(value, date):  # a datetime is a date too
+        return value
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not _ISO_MOMENT.fullmatch(text):
+        shown = repr(value)[:40]
+        raise GhindexError(f"{name} must be an ISO date or time ({ISO_EXAMPLE}), not {shown}")
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text)
+        return datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise GhindexError(f"{name}: {text!r} is not a real date or time ({exc})") from None
