@@ -26,10 +26,11 @@ import ghindex
 from testkit.mcp_load import LARGE, abandon, busy_workdir, flood, http_server, rss_mb
 
 
-async def second_client(url: str) -> float:
-    """Seconds a fresh client takes to connect and get one answer."""
+async def second_client(url: str, mode: str = "legacy") -> float:
+    """Seconds a fresh client (of the handshake, by default: the protocol that opens a
+    session) takes to connect and get one answer."""
     started = time.perf_counter()
-    async with mcp.Client(url) as client:
+    async with mcp.Client(url, mode=mode) as client:
         answered = await client.call_tool("status", {})
     assert not answered.is_error, answered.content[0].text
     return time.perf_counter() - started
@@ -55,10 +56,12 @@ def main() -> None:
         started = time.perf_counter()
         statuses = flood(url, args.flood)
         took_flood = time.perf_counter() - started
-        try:
-            second = f"{asyncio.run(second_client(url)):.2f} s"
-        except Exception as exc:  # the old server refuses it: say how
-            second = f"refused ({str(exc)[:60]})"
+        seconds = {}
+        for mode in ("legacy", "2026-07-28"):
+            try:
+                seconds[mode] = f"{asyncio.run(second_client(url, mode)):.2f} s"
+            except Exception as exc:  # the old server refuses it: say how
+                seconds[mode] = f"refused ({str(exc)[:60]})"
         after = rss_mb(process.pid)
     answer_kb = statistics.median(sizes) / 1024
     print()
@@ -67,10 +70,11 @@ def main() -> None:
     print(f"| answer size (median) | {answer_kb:,.0f} KB |")
     print(f"| RSS after one session | {one:,.0f} MB |")
     print(f"| RSS after {args.abandoned:,} abandoned sessions | {many:,.0f} MB |")
-    print(f"| per abandoned session | {(many - one) * 1024 / args.abandoned:,.1f} KB |")
+    print(f"| per abandoned session | {(many - one) * 1024 / max(args.abandoned, 1):,.1f} KB |")
     print(f"| abandoning them took | {took_abandon:,.1f} s |")
     print(f"| {args.flood:,} bare initialize calls | {took_flood:,.1f} s, statuses {statuses} |")
-    print(f"| a second client after the flood | {second} |")
+    for mode, second in seconds.items():
+        print(f"| a second client ({mode}) after the flood | {second} |")
     print(f"| RSS after the flood | {after:,.0f} MB |")
 
 

@@ -101,7 +101,11 @@ def http_server(snapshot: Path, home: Path, **env: str) -> Iterator[tuple[subpro
             yield process, url
         finally:
             process.terminate()
-            process.wait(timeout=10)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # a server holding thousands of sessions
+                process.kill()
+                process.wait()
 
 
 def rss_mb(pid: int) -> float:
