@@ -16,6 +16,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import threading
 
 import httpx2
 import mcp
@@ -34,7 +37,7 @@ from testkit.state import settings_for, store_issues
 pytestmark = pytest.mark.slow  # a built snapshot, and a server process for the JSON texts
 
 R = "octo/hello"
-EXAMPLES = int(os.environ.get("GHINDEX_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("GHINDEX_EXAMPLES", "15"))
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -261,6 +264,49 @@ def test_a_key_given_twice_is_refused_not_read_as_the_last(http_url, chosen, dat
     assert answer["result"]["isError"] is True
     assert answer["result"]["content"][0]["text"] == (
         f"{tool}: key {key!r} is given more than once in the arguments: give each once"
+    )
+
+
+def test_a_key_given_twice_is_refused_over_stdio(cli_dir):
+    lines = [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": HANDSHAKE,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        ),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        _tool_call("search", '{"query": "cache", "rerank": false, "rerank": true}'),
+    ]
+    argv = [sys.executable, "-m", "ghindex", "serve", "--snapshot", str(cli_dir)]
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    stop = threading.Timer(120, process.kill)
+    stop.start()
+    try:
+        process.stdin.write("\n".join(lines) + "\n")
+        process.stdin.flush()
+        answers = {}
+        while 3 not in answers:
+            line = process.stdout.readline()
+            assert line, "the server ended without answering"
+            message = json.loads(line)
+            answers[message.get("id")] = message
+    finally:
+        stop.cancel()
+        process.kill()
+        process.wait()
+
+    assert answers[3]["result"]["isError"] is True
+    assert answers[3]["result"]["content"][0]["text"] == (
+        "search: key 'rerank' is given more than once in the arguments: give each once"
     )
 
 
