@@ -141,7 +141,8 @@ def test_concurrent_statements_are_bounded_in_number_and_in_memory_together(stat
 
 def test_a_statement_waits_for_a_place_and_is_refused_in_one_line(state_dir, monkeypatch):
     monkeypatch.setenv("GHINDEX_SQL_PROCESSES", "1")
-    slow = "SELECT count(*) FROM range(4000000000) a"  # runs until the time limit
+    # runs until the 10 s time limit stops it
+    slow = "SELECT a.range * b.range AS x FROM range(300000) a, range(30000) b ORDER BY x DESC"
     started = threading.Event()
 
     def first() -> str:
@@ -157,8 +158,9 @@ def test_a_statement_waits_for_a_place_and_is_refused_in_one_line(state_dir, mon
             waited = "ok"
         except GhindexError as exc:
             waited = str(exc)
-        running.result()
+        ended = running.result()
 
+    assert "time limit" in ended
     assert waited == (
         "query: the most SQL statements at once (1, GHINDEX_SQL_PROCESSES) are running "
         "already: retry when one has ended"
