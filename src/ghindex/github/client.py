@@ -286,7 +286,8 @@ class GraphQLClient(RateLimitBudget):
             errors = [e if isinstance(e, dict) else {"message": str(e)} for e in errors]
             kinds = [error_type(e) for e in errors]
             if "RATE_LIMITED" in kinds:
-                raise RateLimit(retry_after_header(response), reset_header(response) or self._reset)
+                reset = reset_header(response, self._clock()) or self._reset
+                raise RateLimit(retry_after_header(response), reset)
             message = one_line(errors[0].get("message") or "unknown error")
             heavy = next((k for k in kinds if k in _TOO_HEAVY), None)
             # The timeout nulls the whole answer; the same words at a path below some
@@ -351,7 +352,7 @@ class GraphQLClient(RateLimitBudget):
                 "check that GITHUB_TOKEN holds a valid, unexpired token"
             )
         if status in (403, 429):
-            limit = rate_limit_of(response, self._reset)
+            limit = rate_limit_of(response, self._reset, self._clock())
             if limit is not None:
                 raise limit
             if NOT_ACCESSIBLE in response_message(response).lower():
