@@ -224,8 +224,8 @@ def fetch(
     report = FetchReport(run_id=str(uuid.uuid4()), notes=list(notes))
     started = datetime.now(UTC)
 
-    # Phase 1: every repository must exist before anything is written. One GitHub
-    # answers with another repository than it confirms is refused alone, unwritten.
+    # Phase 1: every repository must exist before anything is written. A repository
+    # GitHub answers under a name it does not confirm is refused alone, unwritten.
     metadata, refused = [], []
     for repo in repos:
         say(f"{repo}: looking up")
