@@ -1407,9 +1407,7 @@ class GitHubServer:
         with self.lock:
             self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
 
-    def edit_next(
-        self, edit: Callable[[dict[str, Any]], None], after: int = 0, n: int = 1
-    ) -> None:
+    def edit_next(self, edit: Callable[[dict[str, Any]], None], after: int = 0, n: int = 1) -> None:
         """Answer the next ``n`` requests (after ``after``) as usual, then let ``edit``
         change each JSON body in place: an answer of any shape GitHub might give."""
         with self.lock:

@@ -31,8 +31,8 @@ What it survives, and how:
 Rate-limit waits do not use the retry budget: each is bounded by `max_wait` (longer
 means `RateLimited` at once, without sleeping), and a query waits at most
 `RATE_LIMIT_WAITS` times. GitHub's numbers (Retry-After, reset times, costs, points
-left) are clamped to what they can mean, with a warning (`github/ratelimit.py`). Waits are logged as warnings on the `ghindex` logger,
-retries at INFO.
+left) are clamped to what they can mean, with a warning (`github/ratelimit.py`).
+Waits are logged as warnings on the `ghindex` logger, retries at INFO.
 
 The token is sent by a `requests` auth hook, never kept in headers that get printed,
 and scrubbed from every message and log line built from what the server answered.
