@@ -79,7 +79,7 @@ _LEVELS = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(level=st.sampled_from(sorted(_LEVELS)), trick=st.sampled_from(PAGING_TRICKS))
 def test_pages_that_never_end_become_one_gap(github, run, isolated, monkeypatch, level, trick):
@@ -113,6 +113,7 @@ def test_pages_that_never_end_become_one_gap(github, run, isolated, monkeypatch,
     assert rows(work, "SELECT count(*) FROM comments WHERE number = 2") == [(2,)]
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(trick=st.sampled_from(PAGING_TRICKS))
 def test_an_organisation_list_that_never_ends_takes_what_it_listed(
@@ -173,6 +174,7 @@ def marks(work):
     )
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(dates=st.lists(_ODD_DATES, min_size=1, max_size=3), pulls=st.booleans())
 def test_no_date_github_sends_freezes_or_breaks_a_mark(
@@ -248,6 +250,7 @@ _ERROR_TYPES = st.one_of(
 )
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(which=st.integers(0, 7), whole=st.booleans(), kind=_ERROR_TYPES)
 def test_an_error_on_one_surface_is_that_surfaces_gap(
@@ -305,6 +308,7 @@ _BROKEN_CONNECTIONS = st.sampled_from(
 )
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(field=st.sampled_from(["comments", "timelineItems"]), broken=_BROKEN_CONNECTIONS)
 def test_a_nested_connection_without_its_page_is_that_items_gap(
@@ -340,6 +344,7 @@ _OTHER_NAMES = st.one_of(
 )
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(named=_OTHER_NAMES)
 def test_a_repository_answer_naming_another_repository_is_refused_for_it(
@@ -381,6 +386,7 @@ _NUMBERS = st.one_of(
 )
 
 
+@pytest.mark.slow  # a fetch or two per generated case
 @generated
 @given(
     header=st.sampled_from(["Retry-After", "X-RateLimit-Reset"]),
