@@ -434,7 +434,8 @@ def _resolve_issues(
         return True
 
     _refuse(_info, repository, "issues")
-    return _connection(repository[_ISSUES], keep, orderBy, first, after, last, before)
+    trick = _trick(_info, repository)
+    return _connection(repository[_ISSUES], keep, orderBy, first, after, last, before, trick)
 
 
 def _refuse(info: Any, repository: Mapping[str, Any], field: str) -> None:
@@ -466,7 +467,8 @@ def _resolve_pull_requests(
         return headRefName is None or node["headRefName"] == headRefName
 
     _refuse(_info, repository, "pullRequests")
-    return _connection(repository[_PULLS], keep, orderBy, first, after, last, before)
+    trick = _trick(_info, repository)
+    return _connection(repository[_PULLS], keep, orderBy, first, after, last, before, trick)
 
 
 def _resolve_discussions(
@@ -487,7 +489,8 @@ def _resolve_discussions(
         return answered is None or (node.get("answer") is not None) == answered
 
     _refuse(_info, repository, "discussions")
-    return _connection(repository[_DISCUSSIONS], keep, orderBy, first, after, last, before)
+    trick = _trick(_info, repository)
+    return _connection(repository[_DISCUSSIONS], keep, orderBy, first, after, last, before, trick)
 
 
 def _resolve_releases(
@@ -500,8 +503,9 @@ def _resolve_releases(
     orderBy: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     _refuse(_info, repository, "releases")
+    trick = _trick(_info, repository)
     return _connection(
-        repository[_RELEASES], lambda _node: True, orderBy, first, after, last, before
+        repository[_RELEASES], lambda _node: True, orderBy, first, after, last, before, trick
     )
 
 
@@ -545,7 +549,7 @@ def _resolve_owner_repositories(
         key=lambda node: node["nameWithOwner"].lower(),
         reverse=(orderBy or {}).get("direction") == "DESC",
     )
-    return _slice(selected, first, after, last, before)
+    return _slice(selected, first, after, last, before, _trick(_info, owner))
 
 
 def _resolve_node(_root: Any, info: Any, id: str) -> dict[str, Any] | None:
@@ -610,7 +614,10 @@ def _resolve_field(source: Any, info: Any, **args: Any) -> Any:
     kinds = args.get("itemTypes")
     if kinds:
         items = [item for item in items if _upper_snake(item["__typename"]) in kinds]
-    return _slice(items, args.get("first"), args.get("after"), args.get("last"), args.get("before"))
+    trick = _trick(info, source)
+    return _slice(
+        items, args.get("first"), args.get("after"), args.get("last"), args.get("before"), trick
+    )
 
 
 def _walk_nodes(value: Any, type_: Any, schema: GraphQLSchema, found: dict[str, Any]) -> None:
@@ -674,6 +681,7 @@ def _connection(
     after: str | None,
     last: int | None,
     before: str | None,
+    trick: str | None = None,
 ) -> dict[str, Any]:
     order = order_by or {"field": "CREATED_AT", "direction": "ASC"}
     by = _ORDER_KEYS[order["field"]]
@@ -682,7 +690,60 @@ def _connection(
         key=lambda node: (by(node), node.get("number") or node.get("tagName") or ""),
         reverse=order["direction"] == "DESC",
     )
-    return _slice(selected, first, after, last, before)
+    return _slice(selected, first, after, last, before, trick)
+
+
+# Pages that never end, as a server may answer them (docs/github-behaviour.md, "Pages"):
+# each kind keeps `hasNextPage` true for ever.
+PAGING_TRICKS = ("repeat", "cycle", "empty", "endless")
+_TRICK_CURSORS = 10**9  # the offsets of a trick's cursors: apart from any real listing's
+
+
+def _trick(info: Any, source: Any) -> str | None:
+    """The paging trick set for this connection: for `(source id, field)` or `field`."""
+    tricks = _server(info).paging_tricks
+    if not tricks:
+        return None
+    key = source.get("id") if isinstance(source, Mapping) else None
+    return tricks.get((key, info.field_name)) or tricks.get(info.field_name)
+
+
+def _tricked(selected: list[Any], size: int, after: str | None, trick: str) -> dict[str, Any]:
+    """A page of `selected` under `trick`: "repeat" answers the first page and its cursor
+    again and again; "cycle" goes A→B→A; "empty" gives empty pages, each with a new
+    cursor; "endless" gives new copies of the items (new ids and numbers) on every page.
+    `totalCount` stays the real count."""
+    index = decode_cursor(after) - _TRICK_CURSORS + 1 if after is not None else 0
+    index = max(index, 0)
+    end = {"repeat": 0, "cycle": index % 2}.get(trick, index)
+    if trick == "cycle":  # page B: the items of page A as new ones
+        nodes = [_copied(node, end) for node in selected[:size]]
+    elif trick == "empty":
+        nodes = []
+    elif trick == "endless":
+        nodes = [_copied(node, index) for node in selected[:size]]
+    else:
+        nodes = selected[:size]
+    cursor = encode_cursor(_TRICK_CURSORS + end)
+    return {
+        "totalCount": len(selected),
+        "nodes": nodes,
+        "edges": [{"cursor": cursor, "node": node} for node in nodes],
+        "pageInfo": _page_info(True, index > 0, cursor if nodes else None, cursor),
+    }
+
+
+def _copied(node: Any, index: int) -> Any:
+    """An item as new: another id, number and databaseId for each page `index`."""
+    if not isinstance(node, Mapping) or index == 0:
+        return node
+    copy = dict(node)
+    if isinstance(copy.get("id"), str):
+        copy["id"] = f"{copy['id']}-{index}"
+    for key, step in (("number", 10_000), ("databaseId", 100_000)):
+        if isinstance(copy.get(key), int):
+            copy[key] = copy[key] + step * index
+    return copy
 
 
 def _page_info(has_next: bool, has_previous: bool, start: str | None, end: str | None) -> dict:
@@ -700,10 +761,13 @@ def _slice(
     after: str | None,
     last: int | None,
     before: str | None,
+    trick: str | None = None,
 ) -> dict[str, Any]:
     for argument, value in (("first", first), ("last", last)):
         if value is not None and value < 0:
             raise GitHubAPIError(f"`{argument}` cannot be negative")
+    if trick is not None:
+        return _tricked(selected, first or last or PAGE_LIMIT, after, trick)
     start, end = 0, len(selected)
     if after is not None:
         start = min(decode_cursor(after) + 1, end)
@@ -1149,6 +1213,10 @@ class GitHubServer:
         self.timeout_above_nodes: int | None = None  # heavier queries time out...
         self.timeout_status = 502  # ...answered with this status (older GitHub: 200)
         self.resource_limit_above_nodes: int | None = None  # RESOURCE_LIMITS_EXCEEDED
+        self.request_limit: int | None = None  # past it, HTTP 400: a fetch that never ends
+        self.paging_tricks: dict[Any, str] = {}
+        # ^ field ("comments"), or (id of the node holding it, field) -> one of
+        # PAGING_TRICKS: that connection's pages never end (`_tricked` says how)
         self.requests: list[dict[str, Any]] = []
         reset = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
         self.rate_limit: dict[str, Any] = {
@@ -1339,11 +1407,11 @@ class GitHubServer:
         with self.lock:
             self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
 
-    def edit_next(self, edit: Callable[[dict[str, Any]], None], after: int = 0) -> None:
-        """Answer the next request (after ``after``) as usual, then let ``edit`` change the
-        JSON body in place: an answer of any shape GitHub might give."""
+    def edit_next(self, edit: Callable[[dict[str, Any]], None], after: int = 0, n: int = 1) -> None:
+        """Answer the next ``n`` requests (after ``after``) as usual, then let ``edit``
+        change each JSON body in place: an answer of any shape GitHub might give."""
         with self.lock:
-            self._faults.append(_Fault(None, b"", _JSON, {}, 1, after, edit=edit))
+            self._faults.append(_Fault(None, b"", _JSON, {}, n, after, edit=edit))
 
     def graphql_error_next(self, message: str, type: str | None = None, after: int = 0) -> None:
         """Answer the next request (after letting ``after`` through) with HTTP 200 and
@@ -1433,7 +1501,10 @@ class GitHubServer:
 
         with self.lock:
             fault = self._take_fault()
-            if fault is not None and fault.status is not None:
+            if self.request_limit is not None and len(self.requests) >= self.request_limit:
+                message = f"test server: more than {self.request_limit} requests"
+                response = _json_response(400, {"message": message})
+            elif fault is not None and fault.status is not None:
                 response = self._fault_response(fault, headers)
             elif path.split("?", 1)[0].rstrip("/") != self.path.rstrip("/"):
                 response = _json_response(

@@ -285,24 +285,22 @@ def test_pull_requests_stop_at_the_high_water_mark(github, workdir, run):
 @pytest.mark.slow
 def test_error_mid_run_keeps_committed_pages_and_resumes_from_them(github, workdir, run):
     github.add_repo("octo/big", issues=many_issues(250))
-    # Repository, Issues page 1 succeed; page 2 answers with a GraphQL error
+    # Repository, Issues page 1 succeed; page 2 answers with a GraphQL error: that
+    # surface's gap (#49), the other surfaces and repositories go on
     github.graphql_error_next("Internal error while loading issues.", after=2)
 
-    failed = run("fetch", "--repo", "octo/big")
+    partial = run("fetch", "--repo", "octo/big")
 
-    assert failed.exit_code == 1
-    assert failed.stderr == (
-        "Error: GitHub answered with a GraphQL error: Internal error while loading issues.\n"
-    )
+    assert partial.exit_code == 0, partial.output
+    assert (
+        "warning: skipped octo/big issues: GitHub answered with a GraphQL error: Internal "
+        "error while loading issues. (read again on the next run)"
+    ) in partial.stderr
     assert rows(workdir, "SELECT count(*), max(number) FROM issues") == [(100, 100)]
     mark = rows(workdir, "SELECT high_water_mark FROM sync_state WHERE surface = 'issues'")
     assert mark == [(utc("2024-01-01T01:40:00Z"),)]  # updatedAt of issue 100
-    assert rows(workdir, "SELECT status, error FROM runs") == [
-        (
-            "failed",
-            "GitHub answered with a GraphQL error: Internal error while loading issues.",
-        )
-    ]
+    assert rows(workdir, "SELECT status, error FROM runs") == [("partial", None)]
+    assert rows(workdir, "SELECT surface, node_id FROM fetch_gaps") == [("issues", "")]
     github.requests.clear()
 
     resumed = run("fetch", "--repo", "octo/big")
@@ -310,6 +308,7 @@ def test_error_mid_run_keeps_committed_pages_and_resumes_from_them(github, workd
     assert resumed.exit_code == 0, resumed.output
     assert github.requests[1]["variables"]["since"] == "2024-01-01T01:35:00+00:00"
     assert rows(workdir, "SELECT count(*), count(DISTINCT number) FROM issues") == [(250, 250)]
+    assert rows(workdir, "SELECT count(*) FROM fetch_gaps") == [(0,)]
 
 
 def test_missing_token_fails_before_touching_anything(github, workdir, run, monkeypatch):

@@ -29,6 +29,11 @@ class GitHubError(GhindexError):
     """GitHub (or the configured GraphQL endpoint) refused or failed a request."""
 
 
+class AnswerError(GitHubError):
+    """GitHub ran a query and answered it with errors: a failure of what the query asked
+    for (one repository's surface, one item), not of the token or the connection."""
+
+
 class RepoNotFound(GitHubError):
     """The repository does not exist or the token cannot see it."""
 

@@ -62,7 +62,8 @@ def update(
             say(f"joining the vectors of {len(vectors)} embedding shards")
             model = canonical_model_name(settings.model)
             report["vectors"] = merge_vectors(settings.workdir, vectors, model, progress=progress)
-        repos = chosen_repos(client, settings)
+        notes: list[str] = []
+        repos = chosen_repos(client, settings, notes)
         report["fetched"] = fetch(
             settings.state_path,
             client,
@@ -71,6 +72,7 @@ def update(
             force=force,
             redacted=settings.redact,
             progress=progress,
+            notes=notes,
         ).as_dict()
         # one pass: a build that stops, having counted, when there is too much to embed
         built = build(settings, git=git, progress=progress, plan_above=shard_above)

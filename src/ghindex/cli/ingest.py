@@ -77,14 +77,16 @@ def fetch(
     with GraphQLClient(
         settings.graphql_url, token, max_wait=settings.max_wait, progress=shown
     ) as client:
+        notes: list[str] = []
         report = run_fetch(
             settings.state_path,
             client,
-            chosen_repos(client, settings),
+            chosen_repos(client, settings, notes),
             full=full,
             force=force,
             redacted=settings.redact,
             progress=shown,
+            notes=notes,
         )
     if as_json:
         emit_json(report.as_dict())

@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from ghindex.errors import GitHubError, RepoNotFound
+from ghindex.errors import AnswerError, GitHubError, RepoNotFound
 
 _TRANSIENT_GRAPHQL = "something went wrong while executing your query"
 
@@ -99,6 +99,8 @@ class Answer:
 def query_error(
     errors: list[dict[str, Any]], data: Any, variables: dict[str, Any], operation: str
 ) -> GitHubError:
+    """The one-line error for a query GitHub answered with `errors`: RepoNotFound for the
+    repository itself, else an AnswerError (what the query asked for failed)."""
     first = errors[0]
     kind = error_type(first)
     path = error_path(first)
@@ -112,10 +114,10 @@ def query_error(
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     if data is not None:
         where = f" at {'.'.join(str(p) for p in path)}" if path else ""
-        return GitHubError(
+        return AnswerError(
             f"GitHub answered {operation} with partial data and an error{where}: {message}{more}"
         )
-    return GitHubError(f"GitHub answered with a GraphQL error: {message}{more}")
+    return AnswerError(f"GitHub answered with a GraphQL error: {message}{more}")
 
 
 def response_message(response: requests.Response) -> str:

@@ -30,8 +30,9 @@ What it survives, and how:
 
 Rate-limit waits do not use the retry budget: each is bounded by `max_wait` (longer
 means `RateLimited` at once, without sleeping), and a query waits at most
-`RATE_LIMIT_WAITS` times. Waits are logged as warnings on the `ghindex` logger,
-retries at INFO.
+`RATE_LIMIT_WAITS` times. GitHub's numbers (Retry-After, reset times, costs, points
+left) are clamped to what they can mean, with a warning (`github/ratelimit.py`).
+Waits are logged as warnings on the `ghindex` logger, retries at INFO.
 
 The token is sent by a `requests` auth hook, never kept in headers that get printed,
 and scrubbed from every message and log line built from what the server answered.
@@ -286,7 +287,8 @@ class GraphQLClient(RateLimitBudget):
             errors = [e if isinstance(e, dict) else {"message": str(e)} for e in errors]
             kinds = [error_type(e) for e in errors]
             if "RATE_LIMITED" in kinds:
-                raise RateLimit(retry_after_header(response), reset_header(response) or self._reset)
+                reset = reset_header(response, self._clock()) or self._reset
+                raise RateLimit(retry_after_header(response), reset)
             message = one_line(errors[0].get("message") or "unknown error")
             heavy = next((k for k in kinds if k in _TOO_HEAVY), None)
             # The timeout nulls the whole answer; the same words at a path below some
@@ -351,7 +353,7 @@ class GraphQLClient(RateLimitBudget):
                 "check that GITHUB_TOKEN holds a valid, unexpired token"
             )
         if status in (403, 429):
-            limit = rate_limit_of(response, self._reset)
+            limit = rate_limit_of(response, self._reset, self._clock())
             if limit is not None:
                 raise limit
             if NOT_ACCESSIBLE in response_message(response).lower():

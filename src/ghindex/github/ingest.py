@@ -41,7 +41,7 @@ from typing import Any
 import duckdb
 
 from ghindex.config import RepoSelection, Settings
-from ghindex.errors import ConfigError, GhindexError
+from ghindex.errors import AnswerError, ConfigError, GhindexError, GitHubError, RepoNotFound
 from ghindex.github import listings
 from ghindex.github.client import GraphQLClient
 from ghindex.github.reconcile import GUARD_SHARE, Outcome, read_gaps_again, reconcile
@@ -72,6 +72,8 @@ class RepoReport:
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {surface, handle, reason}
     renamed_from: str | None = None
     complete: set[str] = field(default_factory=set)  # surfaces listed to their end
+    notes: list[str] = field(default_factory=list)  # marks kept in range, and why
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))  # the run's start
 
     @property
     def partial(self) -> bool:
@@ -89,12 +91,12 @@ class RepoReport:
         self.skipped += outcome.skipped
 
     def as_dict(self) -> dict[str, Any]:
-        shown = {k: v for k, v in vars(self).items() if k != "complete"}
+        shown = {k: v for k, v in vars(self).items() if k not in ("complete", "notes", "started")}
         return {**shown, "partial": self.partial}
 
     def warnings(self) -> list[str]:
         """One line per thing this run could not read or would not remove, saying why."""
-        lines = []
+        lines = list(self.notes)
         if self.renamed_from:
             lines.append(
                 f"{self.renamed_from} is now {self.repo} on GitHub: stored rows "
@@ -167,17 +169,31 @@ _PULLS = _Surface("pull_requests", listings.pull_request_pages, items.save_pull_
 _DISCUSSIONS = _Surface("discussions", listings.discussion_pages, items.save_discussions)
 
 
-def organisation_repos(client: GraphQLClient, org: str, select: RepoSelection) -> list[str]:
-    """The repositories of `org` that `select` takes, by name."""
-    return [n["nameWithOwner"] for n in listings.owner_repositories(client, org) if select.wants(n)]
+def organisation_repos(
+    client: GraphQLClient, org: str, select: RepoSelection, notes: list[str] | None = None
+) -> list[str]:
+    """The repositories of `org` that `select` takes, by name. When GitHub's list of them
+    cannot be followed to its end, those listed are taken and `notes` says why."""
+    listed, short = listings.owner_repositories(client, org)
+    if short is not None and not listed:
+        raise GitHubError(f"{org}: GitHub's list of its repositories stopped at once: {short}")
+    if short is not None and notes is not None:
+        notes.append(
+            f"{org}: took the {len(listed)} repositories listed before the list stopped: "
+            f"{short} (run again to take the rest)"
+        )
+    return [n["nameWithOwner"] for n in listed if select.wants(n)]
 
 
-def chosen_repos(client: GraphQLClient, settings: Settings) -> list[str]:
+def chosen_repos(
+    client: GraphQLClient, settings: Settings, notes: list[str] | None = None
+) -> list[str]:
     """The repositories a run takes: `repos`, then each of `orgs` as the selection settings
-    choose, each once. An organisation of which nothing is chosen is a mistake to report."""
+    choose, each once. An organisation of which nothing is chosen is a mistake to report;
+    `notes` gets a line for each organisation whose list came short."""
     chosen = list(settings.repos)
     for org in settings.orgs:
-        found = organisation_repos(client, org, settings.select)
+        found = organisation_repos(client, org, settings.select, notes)
         if not found:
             raise ConfigError(
                 f"{org} has no repositories that the include/exclude/archived/forks "
@@ -196,23 +212,34 @@ def fetch(
     force: bool = False,
     redacted: bool = True,
     progress: Progress | None = None,
+    notes: Sequence[str] = (),
 ) -> FetchReport:
     """Fetch every surface of `repos` into the state database; `force` lets a full run
     remove more confirmed-gone items than the guard allows; `redacted` (the `redact`
     setting) keeps secrets out of the stored text. `progress` counts the items stored
-    per repository and surface, and the repositories done."""
+    per repository and surface, and the repositories done; `notes` (from choosing the
+    repositories) go into the report's warnings."""
     progress = progress or Progress()
     say = progress.note
-    report = FetchReport(run_id=str(uuid.uuid4()))
+    report = FetchReport(run_id=str(uuid.uuid4()), notes=list(notes))
     started = datetime.now(UTC)
 
-    # Phase 1: every repository must exist before anything is written.
-    metadata = []
+    # Phase 1: every repository must exist before anything is written. A repository
+    # GitHub answers under a name it does not confirm is refused alone, unwritten.
+    metadata, refused = [], []
     for repo in repos:
         say(f"{repo}: looking up")
-        metadata.append(listings.repository(client, repo))
+        try:
+            node = listings.repository(client, repo)
+        except listings.RepositoryRefused as exc:
+            skip = {"surface": "repository", "handle": None, "reason": str(exc)}
+            refused.append(RepoReport(repo, skipped=[skip], started=started))
+            continue
+        if all(node["id"] != other["id"] for other in metadata):  # two names, one repository
+            metadata.append(node)
 
     # Phase 2: store page by page.
+    report.repos += refused
     con = open_state(state_path)
     try:
         with transaction(con):
@@ -223,7 +250,9 @@ def fetch(
             say(note)
         try:
             with redact.tally(redacted) as counts:
-                _fetch_repos(con, client, metadata, report, full or reread, force, progress)
+                _fetch_repos(
+                    con, client, metadata, report, full or reread, force, progress, started
+                )
         except GhindexError as exc:
             report.redactions = dict(counts)
             _finish(con, report, client, started, "failed", redact.redact(str(exc)))
@@ -258,6 +287,7 @@ def _fetch_repos(
     full: bool,
     force: bool,
     progress: Progress,
+    started: datetime,
 ) -> None:
     with progress.task("fetch", len(metadata), unit="repositories", verb="done") as counted:
         for node in metadata:
@@ -271,7 +301,7 @@ def _fetch_repos(
                     f"{old} is now {repo} on GitHub (renamed or transferred): "
                     "its stored rows now use the new name"
                 )
-            done = RepoReport(repo, renamed_from=old)
+            done = RepoReport(repo, renamed_from=old, started=started)
             report.repos.append(done)
             _sync_repo(con, client, node, done, full, force, progress)
             counted.advance()
@@ -303,15 +333,22 @@ def _sync_repo(
 
 def _surface(con, done: RepoReport, name: str, progress: Progress, sync, client, *args) -> int:
     """Run one surface's sync, counting its items and pages in a task of its own; a
-    surface GitHub refuses becomes a gap, not a failure."""
+    surface GitHub refuses, answers with an error or pages without end becomes a gap
+    (read again by the next run), not a failure of the run."""
     try:
         with progress.task(done.repo, unit=name.replace("_", " ")) as counted:
             stored = sync(con, client, done, *args, counted)
-    except listings.SurfaceRefused as refused:
+    except listings.SurfaceSkipped as skipped:
+        reason = skipped.gap.reason
+    except (AnswerError, RepoNotFound) as exc:
+        reason = str(exc)  # what GitHub answered for this surface: its gap, not the run's end
+    else:
+        reason = None
+    if reason is not None:
         with transaction(con):
-            gaps.record(con, done.repo, name, "", None, refused.gap.reason)
-        done.skipped.append({"surface": name, "handle": None, "reason": refused.gap.reason})
-        progress.note(f"{done.repo}: skipped {name.replace('_', ' ')}: {refused.gap.reason}")
+            gaps.record(con, done.repo, name, "", None, reason)
+        done.skipped.append({"surface": name, "handle": None, "reason": reason})
+        progress.note(f"{done.repo}: skipped {name.replace('_', ' ')}: {reason}")
         return 0
     with transaction(con):
         gaps.clear(con, done.repo, name, [""])
@@ -322,7 +359,7 @@ def _surface(con, done: RepoReport, name: str, progress: Progress, sync, client,
 def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, counted: Task) -> int:
     """Ascending by updatedAt from the mark: each committed page moves the mark."""
     repo = done.repo
-    mark = None if full else cursors.get_high_water_mark(con, repo, "issues")
+    mark = None if full else _mark(con, done, "issues")
     since = mark - OVERLAP if mark else None
     stored = 0
     for pages, page in enumerate(listings.issue_pages(client, repo, since), 1):
@@ -332,7 +369,12 @@ def _sync_issues(con, client: GraphQLClient, done: RepoReport, full: bool, count
             _ISSUES,
             page,
             then=lambda page=page: cursors.set_high_water_mark(
-                con, repo, "issues", newest_update(page.listed), len(page.nodes)
+                con,
+                repo,
+                "issues",
+                _newest(done, "issues", page.listed),
+                len(page.nodes),
+                done.started,
             ),
         )
         stored += len(page.nodes)
@@ -349,7 +391,7 @@ def _sync_descending(
     covers everything newer than the mark when it reaches the mark.
     """
     repo = done.repo
-    mark = None if full else cursors.get_high_water_mark(con, repo, surface.name)
+    mark = None if full else _mark(con, done, surface.name)
     stop_before = mark - OVERLAP if mark else None
     stored = 0
     newest: datetime | None = None
@@ -364,12 +406,12 @@ def _sync_descending(
         )
         kept = _commit_page(con, done, surface, kept)
         stored += len(kept.nodes)
-        newest = max([newest, newest_update(kept.listed)], key=_sortable)
+        newest = max([newest, _newest(done, surface.name, kept.listed)], key=_sortable)
         counted.advance(len(kept.nodes), detail=_pages(pages))
         if len(kept.listed) < len(page.listed):
             break
     with transaction(con):
-        cursors.set_high_water_mark(con, repo, surface.name, newest, stored)
+        cursors.set_high_water_mark(con, repo, surface.name, newest, stored, done.started)
     return stored
 
 
@@ -448,14 +490,57 @@ def _sync_releases(con, client: GraphQLClient, done: RepoReport, counted: Task) 
         counted.advance(len(page.nodes), detail=_pages(len(pages)))
     skipped = [gap for page in pages for gap in page.gaps]
     if skipped:
-        raise listings.SurfaceRefused(
+        raise listings.SurfaceSkipped(
             listings.Gap("releases", f"{len(skipped)} releases unreadable: {skipped[0].reason}")
         )
     nodes = [node for page in pages for node in page.nodes]
     with transaction(con):
         stored = items.replace_releases(con, repo, nodes)
-        cursors.set_high_water_mark(con, repo, "releases", newest_update(nodes), stored)
+        newest = _newest(done, "releases", nodes)
+        cursors.set_high_water_mark(con, repo, "releases", newest, stored, done.started)
     return stored
+
+
+def _mark(con, done: RepoReport, surface: str) -> datetime | None:
+    """The surface's mark; a stored one no run could have set is named in a note, and
+    the surface is listed from its start again."""
+    untrusted = cursors.untrusted_mark(con, done.repo, surface)
+    if untrusted is not None:
+        done.notes.append(
+            f"{done.repo} {surface.replace('_', ' ')}: the stored mark "
+            f"{_shown_time(untrusted)} is not one a run could have set: listed from the "
+            "start again"
+        )
+    return cursors.get_high_water_mark(con, done.repo, surface)
+
+
+def _newest(done: RepoReport, surface: str, nodes: Sequence[Node]) -> datetime | None:
+    """The latest update among `nodes`, for the mark. A time after the run began (or
+    before any on GitHub) cannot move a mark there (`cursors.bounded_mark`): named in one
+    note per surface."""
+    odd = next(
+        (
+            (node, moment)
+            for node in nodes
+            if (moment := readable_time(node.get("updatedAt"))) is not None
+            and cursors.bounded_mark(moment, done.started) != moment
+        ),
+        None,
+    )
+    shown = f"{done.repo} {surface.replace('_', ' ')}"
+    if odd is not None and not any(n.startswith(f"{shown}: ") for n in done.notes):
+        node, moment = odd
+        what = item_handle(done.repo, node["number"]) if _number(node) else "an item"
+        done.notes.append(
+            f"{shown}: {what} says it was updated at {_shown_time(moment)}, outside what a "
+            f"mark can be (from {cursors.FLOOR.year} to this run's start): the mark was "
+            "kept in range"
+        )
+    return newest_update(nodes)
+
+
+def _shown_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pages(n: int) -> str:

@@ -6,7 +6,7 @@ page could not give. GitHub answers part of a page with an error now and then (a
 nested connection it could not resolve, an item deleted while its comments were
 being read): such an item is left out of `nodes` and named in `gaps` (to be read
 again by id, `items_by_id`) or in `gone` (GitHub said it no longer exists). A
-whole surface the token may not read raises `SurfaceRefused`.
+whole surface the token may not read raises `SurfaceSkipped`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ghindex.errors import GitHubError, RepoNotFound
+from ghindex.errors import AnswerError, GitHubError, RepoNotFound
 from ghindex.github.answers import (
     Answer,
     describe_error,
@@ -27,6 +27,7 @@ from ghindex.github.answers import (
 from ghindex.github.client import GraphQLClient
 from ghindex.github.graphql import LIGHT
 from ghindex.github.nested import ItemGone, ItemUnreadable, complete, hidden_only
+from ghindex.github.paging import Pager, Unpageable, item_key, page_info
 
 Node = dict[str, Any]
 
@@ -64,8 +65,9 @@ class Page:
     hidden: list[Node] = field(default_factory=list)  # in `nodes`, minus what the token may not see
 
 
-class SurfaceRefused(Exception):
-    """GitHub refused a whole surface (FORBIDDEN at `repository.<field>`): `gap` says why."""
+class SurfaceSkipped(Exception):
+    """A whole surface could not be read this run (FORBIDDEN at `repository.<field>`, or
+    pages that cannot be followed to their end): `gap` says why."""
 
     def __init__(self, gap: Gap) -> None:
         super().__init__(gap.reason)
@@ -81,8 +83,17 @@ class Located:
     unreadable: dict[str, str] = field(default_factory=dict)  # id -> why (FORBIDDEN, ...)
 
 
+class RepositoryRefused(AnswerError):
+    """GitHub answered a repository lookup with a repository it does not confirm."""
+
+
 def repository(client: GraphQLClient, repo: str) -> Node:
-    """The repository's metadata; RepoNotFound when it does not exist or is hidden."""
+    """The repository's metadata; RepoNotFound when it does not exist or is hidden.
+
+    GitHub answers an old name with the renamed repository: an answer under another
+    name is taken only when that name answers with the same repository (same node id),
+    else it is refused (`RepositoryRefused`), so no row is ever written for a name GitHub
+    does not stand by."""
     owner, name = repo.split("/", 1)
     data = client.execute("repository", {"owner": owner, "name": name})
     node = data.get("repository")
@@ -91,13 +102,35 @@ def repository(client: GraphQLClient, repo: str) -> Node:
             f"repository {repo} not found, or the token cannot read it: "
             "check the name and the token's access"
         )
+    if not _repository_name(node) or not isinstance(node.get("id"), str) or not node["id"]:
+        raise RepositoryRefused(
+            f"GitHub answered {repo} with a repository without a name OWNER/NAME or an id: "
+            "nothing was stored for it"
+        )
+    named = node["nameWithOwner"]
+    if named.lower() != repo.lower():
+        owner, name = named.split("/", 1)
+        try:
+            again = client.execute("repository", {"owner": owner, "name": name}).get("repository")
+        except RepoNotFound:
+            again = None
+        if not isinstance(again, dict) or (again.get("id"), again.get("nameWithOwner")) != (
+            node["id"],
+            named,
+        ):
+            raise RepositoryRefused(
+                f"GitHub answered {repo} with another repository ({named[:100]}) that it does "
+                "not confirm under that name: nothing was stored for it"
+            )
     return node
 
 
-def owner_repositories(client: GraphQLClient, login: str) -> list[Node]:
-    """Every repository `login` (an organisation or a user) owns."""
-    found: list[Node] = []
+def owner_repositories(client: GraphQLClient, login: str) -> tuple[list[Node], str | None]:
+    """Every repository `login` (an organisation or a user) owns, and why the list is
+    short, when its pages could not be followed to their end (None when it is whole)."""
+    found: dict[str, Node] = {}
     after: str | None = None
+    pager = Pager(f"{login}'s repositories")
     while True:
         data = client.execute("owner_repositories", {"login": login, "after": after})
         owner = data.get("repositoryOwner")
@@ -106,11 +139,22 @@ def owner_repositories(client: GraphQLClient, login: str) -> list[Node]:
                 f"organisation or user {login!r} not found, or the token cannot see it: "
                 "check the name and the token's access"
             )
-        connection = owner["repositories"]
-        found.extend(node for node in connection["nodes"] if node)
-        if not connection["pageInfo"]["hasNextPage"]:
-            return found
-        after = connection["pageInfo"]["endCursor"]
+        connection = owner.get("repositories")
+        try:
+            page_info(connection, pager.what)
+            named = [n for n in connection["nodes"] if _repository_name(n)]
+            found.update((n["nameWithOwner"].lower(), n) for n in named)
+            after = pager.follow(connection, [n["nameWithOwner"].lower() for n in named])
+        except Unpageable as stuck:
+            return list(found.values()), stuck.reason
+        if after is None:
+            return list(found.values()), None
+
+
+def _repository_name(node: Any) -> bool:
+    """Whether a listed repository has a name of the form OWNER/NAME."""
+    name = node.get("nameWithOwner") if isinstance(node, dict) else None
+    return isinstance(name, str) and 0 < name.find("/") == name.rfind("/") < len(name) - 1
 
 
 def issue_pages(client: GraphQLClient, repo: str, since: datetime | None) -> Iterator[Page]:
@@ -228,6 +272,7 @@ def _pages(
     surface, field, _typename = SURFACES[query]
     owner, name = repo.split("/", 1)
     after: str | None = None
+    pager = Pager(surface.replace("_", " "))
     while True:
         answer = client.execute_partial(
             query, {"owner": owner, "name": name, **variables, "after": after}
@@ -240,19 +285,22 @@ def _pages(
             )
             if refusal is not None and error_type(refusal) == "FORBIDDEN":
                 hint = permission_hint(query, str(refusal.get("message", "")))
-                raise SurfaceRefused(Gap(surface, f"{describe_error(refusal)}: {hint}"))
+                raise SurfaceSkipped(Gap(surface, f"{describe_error(refusal)}: {hint}"))
             if answer.errors:
                 raise answer.failure()
             raise RepoNotFound(f"repository {repo} disappeared during the fetch: run again")
-        info = connection.get("pageInfo") if isinstance(connection, dict) else None
-        if not isinstance(info, dict) or not isinstance(connection.get("nodes"), list):
-            raise GitHubError(f"GitHub answered {repo} {field} without a page: run again")
-        yield _page(client, answer, query)
-        if not info.get("hasNextPage"):
+        try:
+            page_info(connection, field)
+        except Unpageable as stuck:
+            raise SurfaceSkipped(Gap(surface, stuck.reason)) from None
+        page = _page(client, answer, query)
+        yield page
+        try:
+            after = pager.follow(connection, [item_key(n) for n in page.listed])
+        except Unpageable as stuck:
+            raise SurfaceSkipped(Gap(surface, stuck.reason)) from None
+        if after is None:
             return
-        if not isinstance(info.get("endCursor"), str) or info["endCursor"] == after:
-            raise GitHubError(f"{repo} {field}: the server returned no new page cursor")
-        after = info["endCursor"]
 
 
 def _page(client: GraphQLClient, answer: Answer, query: str) -> Page:
@@ -303,9 +351,9 @@ def _page_ids(
         and all(node is None or node["id"] == n["id"] for node, n in zip(nodes, named, strict=True))
     )
     if not same:
-        raise GitHubError(
+        raise AnswerError(
             f"GitHub answered {answer.operation} with items it could not give, and the page "
-            "changed before they could be named: nothing from it was stored; run again"
+            "changed before they could be named: nothing from it was stored"
         )
     return {i: n for i, n in enumerate(named) if nodes[i] is None}
 
@@ -318,7 +366,7 @@ def _settle(
     if errors and not hidden_only(errors):
         return "unreadable", describe_error(errors[0])
     try:
-        hidden = complete(client, node, typename)
+        hidden = complete(client, node, typename, explained=bool(errors))
     except ItemGone:
         return "gone", "deleted while being read"
     except ItemUnreadable as exc:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghindex.github.answers import describe_error, error_type
+from ghindex.errors import AnswerError
+from ghindex.github.answers import describe_error, error_path, error_type
 from ghindex.github.client import GraphQLClient
+from ghindex.github.paging import Pager, Unpageable
 
 Node = dict[str, Any]
 
@@ -58,38 +60,61 @@ def hidden_only(errors: list[dict[str, Any]]) -> bool:
     return all(error_type(e) == "FORBIDDEN" for e in errors)
 
 
-def complete(client: GraphQLClient, node: Node, typename: str, *, top: bool = True) -> bool:
+def complete(
+    client: GraphQLClient, node: Node, typename: str, *, top: bool = True, explained: bool = False
+) -> bool:
     """Fetch every remaining page of `node`'s nested connections, recursively; True
     when GitHub left out parts this token may not read. `top` is False for a child
     (a review thread, a discussion comment): one deleted meanwhile makes the item
-    unreadable for now, never gone."""
+    unreadable for now, never gone. `explained`: GitHub's errors below the item (parts
+    the token may not see, judged by the caller) explain a null connection; without
+    them a null connection, like one without pageInfo, makes the item unreadable."""
     hidden = False
     for field, query in _CONNECTIONS.get(typename, []):
         connection = node.get(field)
-        if not connection:
+        if connection is None and explained:
+            continue  # nulled where the token may not see, as GitHub's errors said
+        if connection is None and field in node:
+            raise ItemUnreadable(f"GitHub answered its {field} as null without saying why")
+        if connection is None:
             continue
-        while connection["pageInfo"]["hasNextPage"]:
-            after = connection["pageInfo"]["endCursor"]
-            answer = client.execute_partial(query, {"id": node["id"], "after": after})
-            if answer.data.get("node") is None and any(
-                error_type(e) == "NOT_FOUND" and e["path"] == ["node"] for e in answer.errors
-            ):
-                if not top:
-                    raise ItemUnreadable(f"a part of it was deleted while its {field} were read")
-                raise ItemGone(node["id"])
-            if answer.errors and (
-                answer.data.get("node") is None or not hidden_only(answer.errors)
-            ):
-                raise ItemUnreadable(f"{describe_error(answer.errors[0])} (reading its {field})")
-            hidden = hidden or bool(answer.errors)
-            fresh = (answer.data.get("node") or {}).get(field)
-            if not isinstance(fresh, dict) or not isinstance(fresh.get("pageInfo"), dict):
-                raise ItemUnreadable(f"GitHub answered no {field} for it")
-            connection["nodes"].extend(n for n in fresh.get("nodes") or [] if n)
-            connection["pageInfo"] = fresh["pageInfo"]
-            connection["totalCount"] = fresh.get("totalCount", connection.get("totalCount"))
+        pager = Pager(field)
+        try:
+            after = pager.follow(connection)
+            while after is not None:
+                answer = _next_page(client, query, node["id"], after, field, top)
+                hidden = hidden or bool(answer.errors)
+                fresh = (answer.data.get("node") or {}).get(field)
+                if not isinstance(fresh, dict):
+                    raise ItemUnreadable(f"GitHub answered no {field} for it")
+                after = pager.follow(fresh)
+                connection["nodes"].extend(n for n in fresh["nodes"] if n)
+                connection["pageInfo"] = fresh["pageInfo"]
+                connection["totalCount"] = fresh.get("totalCount", connection.get("totalCount"))
+        except Unpageable as stuck:
+            raise ItemUnreadable(stuck.reason) from None
     for field, child_type in _CHILDREN.get(typename, []):
         for child in (node.get(field) or {}).get("nodes") or []:
             if child:
-                hidden = complete(client, child, child_type, top=False) or hidden
+                hidden = (
+                    complete(client, child, child_type, top=False, explained=explained) or hidden
+                )
     return hidden
+
+
+def _next_page(client: GraphQLClient, query: str, node_id: str, after: str, field: str, top: bool):
+    """The page of `field` after `after`, its errors judged: the item gone, unreadable, or
+    a page (with parts the token may not see left out)."""
+    try:
+        answer = client.execute_partial(query, {"id": node_id, "after": after})
+    except AnswerError as exc:
+        raise ItemUnreadable(f"{exc} (reading its {field})") from None
+    if answer.data.get("node") is None and any(
+        error_type(e) == "NOT_FOUND" and error_path(e) == ["node"] for e in answer.errors
+    ):
+        if not top:
+            raise ItemUnreadable(f"a part of it was deleted while its {field} were read")
+        raise ItemGone(node_id)
+    if answer.errors and (answer.data.get("node") is None or not hidden_only(answer.errors)):
+        raise ItemUnreadable(f"{describe_error(answer.errors[0])} (reading its {field})")
+    return answer

@@ -6,6 +6,7 @@ bounded by `max_wait`.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +27,13 @@ SECONDARY_WAIT = 60.0
 # Rate-limit waits per query before giving up: after waiting out a reset, GitHub
 # should answer; if it still does not, something is off and a later run is better.
 RATE_LIMIT_WAITS = 3
+# GitHub's numbers are read as hostile: past these they are clamped, with a warning.
+# No wait it asks for (Retry-After, a reset time) is longer than a day; no query costs
+# more than 5,000 points (a query over 500,000 nodes is refused before it runs, and
+# costs one point per 100 nodes); no budget holds more than MOST_POINTS.
+MOST_WAIT = 24 * 3600.0
+MOST_COST = 5_000
+MOST_POINTS = 10_000_000
 
 
 class RateLimit(Exception):
@@ -54,25 +62,32 @@ class RateLimitBudget:
 
     def _note_headers(self, headers: Any) -> None:
         remaining = _int_or_none(headers.get("X-RateLimit-Remaining"))
-        reset = _int_or_none(headers.get("X-RateLimit-Reset"))
+        reset = reset_time(
+            _int_or_none(headers.get("X-RateLimit-Reset")), "X-RateLimit-Reset", self._clock()
+        )
         if remaining is not None:
-            self.remaining = remaining
+            self.remaining = _count(remaining, MOST_POINTS, "X-RateLimit-Remaining")
         if reset is not None:
-            self._reset = float(reset)
+            self._reset = reset
 
     def _note_rate_limit(self, name: str, rate_limit: Any) -> None:
         if not isinstance(rate_limit, dict):
             return  # GitHub Enterprise Server without rate limiting answers null
-        self.last_rate_limit = rate_limit
+        rate_limit = dict(rate_limit)
         cost = rate_limit.get("cost")
-        if isinstance(cost, int):
+        if type(cost) is int:
+            cost = rate_limit["cost"] = _count(cost, MOST_COST, "rateLimit.cost")
             self.cost += cost
             self._costs[name] = cost
-        if isinstance(rate_limit.get("remaining"), int):
-            self.remaining = rate_limit["remaining"]
-        reset = _parse_time(rate_limit.get("resetAt"))
+        if type(rate_limit.get("remaining")) is int:
+            remaining = _count(rate_limit["remaining"], MOST_POINTS, "rateLimit.remaining")
+            self.remaining = rate_limit["remaining"] = remaining
+        reset = reset_time(
+            _parse_time(rate_limit.get("resetAt")), "rateLimit.resetAt", self._clock()
+        )
         if reset is not None:
             self._reset = reset
+        self.last_rate_limit = rate_limit
 
     def _mind_budget(self, name: str) -> None:
         """Wait for the reset first when the points left would not cover query `name`."""
@@ -125,7 +140,9 @@ class RateLimitBudget:
         self.waited_seconds += seconds
 
 
-def rate_limit_of(response: requests.Response, known_reset: float | None) -> RateLimit | None:
+def rate_limit_of(
+    response: requests.Response, known_reset: float | None, now: float
+) -> RateLimit | None:
     """The rate limit a 403/429 reports, or None when it is a plain refusal.
 
     GitHub's advice, in order: obey Retry-After; with no points left wait for
@@ -139,30 +156,67 @@ def rate_limit_of(response: requests.Response, known_reset: float | None) -> Rat
         marker in text for marker in ("rate_limited", "api rate limit exceeded")
     )
     if primary:
-        return RateLimit(reset=reset_header(response) or known_reset)
+        return RateLimit(reset=reset_header(response, now) or known_reset)
     if response.status_code == 429 or "secondary rate limit" in text:
         return RateLimit()
     return None
 
 
 def retry_after_header(response: requests.Response) -> float | None:
+    """Retry-After in seconds (a number, or an HTTP date), 0 to MOST_WAIT: a value past
+    that (`inf`, `1e400`, a date in year 9999) is clamped with a warning, one that is no
+    number (`nan`) is ignored with one."""
     value = (response.headers.get("Retry-After") or "").strip()
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return None
+    if math.isnan(seconds):
+        log.warning("GitHub sent Retry-After: %s, which is no wait: ignored", value[:40])
         return None
-    return max(0.0, moment.timestamp() - time.time())
+    if seconds > MOST_WAIT:
+        log.warning("GitHub sent Retry-After: %s, more than a day: taken as a day", value[:40])
+        return MOST_WAIT
+    return max(0.0, seconds)
 
 
-def reset_header(response: requests.Response) -> float | None:
+def reset_header(response: requests.Response, now: float) -> float | None:
+    """X-RateLimit-Reset (epoch seconds), kept in range (`reset_time`)."""
     reset = _int_or_none(response.headers.get("X-RateLimit-Reset"))
-    return float(reset) if reset is not None else None
+    return reset_time(reset, "X-RateLimit-Reset", now)
+
+
+def reset_time(epoch: float | None, source: str, now: float) -> float | None:
+    """A reset time (epoch seconds) GitHub sent, clamped to between the epoch and a day
+    after `now`, with a warning when it was further."""
+    if epoch is None:
+        return None
+    latest = now + MOST_WAIT
+    if not 0 <= epoch <= latest:
+        log.warning("GitHub sent a %s of %s, out of range: clamped", source, _shown(epoch))
+        return float(min(max(epoch, 0), latest))
+    return float(epoch)
+
+
+def _count(value: int, most: int, source: str) -> int:
+    """A count GitHub sent (points, a cost), clamped to 0..`most` with a warning."""
+    kept = min(max(value, 0), most)
+    if kept != value:
+        log.warning(
+            "GitHub sent a %s of %s, out of range: taken as %d", source, _shown(value), kept
+        )
+    return kept
+
+
+def _shown(number: float) -> str:
+    """A number for a message, however long."""
+    text = str(number)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
 def _parse_time(value: Any) -> float | None:
@@ -170,11 +224,11 @@ def _parse_time(value: Any) -> float | None:
         return None
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    except (ValueError, OverflowError):
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 def _int_or_none(value: Any) -> int | None:
