@@ -37,7 +37,7 @@ import numpy as np
 
 from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS, cache_dir, env
 from ghindex.errors import ConfigError, IndexUnusable, first_line
-from ghindex.index.embed import Embedder, canonical_model_name, model_source
+from ghindex.index.embed import Embedder, canonical_model_name, model_source, require_builder
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,7 @@ class OnnxEncoder:
 def export(name: str) -> Path:
     """Export `name`'s transformer and tokenizer into `export_dir(name)` (imports torch).
     Written beside the target and renamed into place, so a reader never sees half."""
+    require_builder(f"exporting {canonical_model_name(name)} to ONNX (once, to embed with it)")
     import torch
 
     from ghindex.index.embed import _load
