@@ -80,10 +80,16 @@ def test_a_build_writes_the_encoder_its_vectors_were_made_with(built):
     assert np.array_equal(carried, made)
 
 
-def test_a_build_with_nothing_new_leaves_the_encoder_as_it_was(workdir):
+def test_a_build_with_nothing_new_leaves_the_encoder_as_it_was(workdir, monkeypatch):
+    """Without loading or exporting the model (a pulled snapshot built on a fresh runner)."""
+    from ghindex.index import onnx_encoder
     from ghindex.index.build import build
     from testkit.state import settings_for
 
+    def no_export(model, precision):
+        raise AssertionError("the model was loaded though nothing was new")
+
+    monkeypatch.setattr(onnx_encoder, "ready", no_export)
     model = encoder_folder(workdir) / ENCODER_MODEL
     before = model.stat().st_mtime_ns
     build(settings_for(workdir))

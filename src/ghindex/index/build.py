@@ -336,7 +336,7 @@ def build(
             write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
         if embedder_factory is None:  # readers embed queries with the very same encoder
             say("writing the query encoder beside the index")
-            carry(settings.lance_path, model_name, precision)
+            carry(settings.lance_path, model_name, precision, keep=not missing)
         with transaction(con):
             redaction.record_index(con)
         with transaction(con):

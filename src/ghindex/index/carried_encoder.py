@@ -61,12 +61,16 @@ class _Refused(ValueError):
     """A carried encoder that is not what it must be (said in one short clause)."""
 
 
-def carry(lance_path: Path, model: str, precision: str) -> bool:
+def carry(lance_path: Path, model: str, precision: str, *, keep: bool = False) -> bool:
     """Write `model`'s query encoder of `precision` into the index at `lance_path` (the
     export made once per machine, `onnx_encoder.py`); nothing is written when the one
-    there is the same. False, with a warning and no encoder left there, when the model
-    cannot be exported: readers then need the model installed, as before."""
+    there is the same. `keep` (a build that embedded nothing): an encoder already there
+    of this model and precision stays, and no model is loaded or exported to check it.
+    False, with a warning and no encoder left there, when the model cannot be exported:
+    readers then need the model installed, as before."""
     target = Path(lance_path) / ENCODER_DIR
+    if keep and _names(target, model, precision):
+        return True
     try:
         folder = onnx_encoder.ready(model, precision)
         source = folder / (onnx_encoder.INT8_FILE if precision == INT8 else ENCODER_MODEL)
@@ -109,6 +113,15 @@ def carry(lance_path: Path, model: str, precision: str) -> bool:
     shutil.rmtree(old, ignore_errors=True)
     fsync_dir(Path(lance_path))
     return True
+
+
+def _names(folder: Path, model: str, precision: str) -> bool:
+    """Whether `folder` holds an encoder that says it is `model`'s of `precision`."""
+    try:
+        meta = _meta(_read(folder / ENCODER_META, None))
+    except (_Refused, OSError):
+        return False
+    return (meta["model"], meta["precision"]) == (model, precision)
 
 
 def _described(path: Path) -> dict[str, Any]:
