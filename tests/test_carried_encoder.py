@@ -213,9 +213,9 @@ def test_an_encoder_of_another_model_or_precision_is_refused(built, tmp_path):
         with pytest.raises(IndexUnusable) as refused:
             carried_encoder.load(folder, name, precision)
         assert str(refused.value) == (
-            f"the query encoder in {folder} is refused (it is of {DEFAULT_MODEL!r} (int8) but "
-            f"the index's vectors are of {name!r} ({precision})): pull the snapshot again, or "
-            "build it again"
+            f"the query encoder in {folder} is damaged (it is of {DEFAULT_MODEL!r} (int8) but "
+            f"the index's vectors are of {name!r} ({precision})): restore it with `ghindex "
+            "pull`, or build the index again"
         )
 
 
@@ -392,5 +392,5 @@ def test_a_crafted_encoder_is_refused_in_one_line(built, tmp_path_factory, monke
         monkeypatch.undo()
     message = str(refused.value)
     assert "\n" not in message, what
-    assert message.startswith(f"the query encoder in {folder} is refused ("), what
-    assert message.endswith("): pull the snapshot again, or build it again"), what
+    assert message.startswith(f"the query encoder in {folder} is damaged ("), what
+    assert message.endswith("): restore it with `ghindex pull`, or build the index again"), what

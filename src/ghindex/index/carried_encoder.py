@@ -18,7 +18,8 @@ The files are untrusted input (a store, a copied directory): each is read up to 
 (`vocabulary/layout.py`), checked against the sizes and hashes `encoder.json` gives,
 the model checked by `onnx_check.py` (inline tensors only, built-in operators only, no
 functions) and then loaded from those very bytes as an ONNX model (never ONNX Runtime's
-own format, never a pickle). Anything else is one line (`IndexUnusable`).
+own format, never a pickle). Anything else is one line (`IndexUnusable`: `the query
+encoder in … is damaged (why): restore it with ghindex pull, or build the index again`).
 """
 
 from __future__ import annotations
@@ -198,8 +199,8 @@ def load(
 
 def _refusal(folder: Path, why: str) -> str:
     return (
-        f"the query encoder in {folder} is refused ({why[:300]}): pull the snapshot again, "
-        "or build it again"
+        f"the query encoder in {folder} is damaged ({why[:300]}): restore it with "
+        "`ghindex pull`, or build the index again"
     )
 
 
