@@ -25,7 +25,6 @@ encoder in … is damaged (why): restore it with ghindex pull, or build the inde
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from typing import Any
 from ghindex.config import INT8, PRECISIONS
 from ghindex.errors import ConfigError, IndexUnusable, first_line
 from ghindex.index import onnx_encoder
+from ghindex.index.embed import builder_installed
 from ghindex.index.onnx_check import OnnxRefused, check_model
 from ghindex.vocabulary.layout import (
     ENCODER_DIR,
@@ -143,7 +143,7 @@ def query_encoder(lance_path: Path, name: str, precision: str) -> Any:
     folder = Path(lance_path) / ENCODER_DIR
     if folder.exists() or folder.is_symlink():
         return load(folder, name, precision)
-    if not onnx_encoder.exported(name, precision) and not _model_installed():
+    if not onnx_encoder.exported(name, precision) and not builder_installed():
         raise IndexUnusable(NOT_INSTALLED.format(name=name))
     return onnx_encoder.query_encoder(name, precision)
 
@@ -151,11 +151,6 @@ def query_encoder(lance_path: Path, name: str, precision: str) -> Any:
 def carries(lance_path: Path) -> bool:
     """Whether the index at `lance_path` carries a query encoder."""
     return (Path(lance_path) / ENCODER_DIR).exists()
-
-
-def _model_installed() -> bool:
-    """Whether models can be loaded here (sentence-transformers, `ghindex[build]`)."""
-    return importlib.util.find_spec("sentence_transformers") is not None
 
 
 def load(

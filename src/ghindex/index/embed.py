@@ -34,10 +34,15 @@ _DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/al
 BUILD_EXTRA = "pip install 'ghindex[build]'"  # what adds sentence-transformers and the model
 
 
+def builder_installed() -> bool:
+    """Whether this install has the `build` extra (sentence-transformers, and torch)."""
+    return importlib.util.find_spec("sentence_transformers") is not None
+
+
 def require_builder(doing: str = "building an index") -> None:
     """Refuse in one line, before anything is imported or fetched, where this install
     lacks the `build` extra (sentence-transformers, torch, the packaged model)."""
-    if importlib.util.find_spec("sentence_transformers") is None:
+    if not builder_installed():
         raise ConfigError(
             f"{doing} needs sentence-transformers, which this install of ghindex "
             f"lacks (the reader-only install): {BUILD_EXTRA}"

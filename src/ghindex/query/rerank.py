@@ -17,7 +17,6 @@ is loaded: the import alone takes seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,7 @@ import numpy as np
 
 from ghindex.config import env
 from ghindex.errors import RerankUnavailable, first_line
-from ghindex.index.embed import BUILD_EXTRA
+from ghindex.index.embed import BUILD_EXTRA, builder_installed
 
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"
@@ -213,7 +212,7 @@ def _check_hub(name: str) -> None:
 @cache
 def _load(name: str, max_length: int | None):
     _quiet()
-    if importlib.util.find_spec("sentence_transformers") is None:
+    if not builder_installed():
         raise RerankUnavailable(
             "reranking runs a cross-encoder with sentence-transformers, which this install "
             f"of ghindex lacks (the reader-only install): {BUILD_EXTRA}, or search without "
