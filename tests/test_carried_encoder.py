@@ -394,3 +394,23 @@ def test_a_crafted_encoder_is_refused_in_one_line(built, tmp_path_factory, monke
     assert "\n" not in message, what
     assert message.startswith(f"the query encoder in {folder} is damaged ("), what
     assert message.endswith("): restore it with `ghindex pull`, or build the index again"), what
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [ENCODER_MODEL, ENCODER_TOKENIZER, ENCODER_META])
+def test_a_pull_verifies_the_encoder_like_every_file(workdir, run, isolated, name):
+    """A store whose copy of an encoder file is not what the manifest says: the pull is
+    one line and makes nothing current."""
+    store = isolated / "store"
+    assert run("publish", "--store", str(store)).exit_code == 0
+    (manifest,) = (store / "snapshots").glob("*/manifest.json")
+    (entry,) = [
+        f for f in json.loads(manifest.read_text())["files"] if f["path"].endswith(f"/{name}")
+    ]
+    piece = entry["pieces"][-1]["sha256"]
+    (store / "blobs" / "sha256" / piece[:2] / piece).write_bytes(b"not what the manifest says")
+    dest = isolated / "snap"
+    result = run("pull", "--store", str(store), "--dest", str(dest))
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and "fails verification" in result.stderr
+    assert not (dest / "current").exists()
