@@ -52,6 +52,7 @@ def encoder_folder(workdir: Path) -> Path:
     return workdir / "lance" / ENCODER_DIR
 
 
+@pytest.mark.slow
 def test_a_build_writes_the_encoder_its_vectors_were_made_with(built):
     manifest = json.loads((built / "manifest.json").read_text())["model"]
     folder = encoder_folder(built)
@@ -80,6 +81,7 @@ def test_a_build_writes_the_encoder_its_vectors_were_made_with(built):
     assert np.array_equal(carried, made)
 
 
+@pytest.mark.slow
 def test_a_build_with_nothing_new_leaves_the_encoder_as_it_was(workdir, monkeypatch):
     """Without loading or exporting the model (a pulled snapshot built on a fresh runner)."""
     from ghindex.index import onnx_encoder
@@ -206,6 +208,7 @@ def test_an_older_snapshot_uses_the_installed_model_else_says_what_to_install(
     ]
 
 
+@pytest.mark.slow
 def test_an_encoder_of_another_model_or_precision_is_refused(built, tmp_path):
     folder = tmp_path / ENCODER_DIR
     shutil.copytree(encoder_folder(built), folder)
@@ -372,6 +375,7 @@ def crafted(draw):
     return f"missing {name}", lambda f: (f / name).unlink()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "30")),
     deadline=None,
