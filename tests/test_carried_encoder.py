@@ -52,6 +52,7 @@ def encoder_folder(workdir: Path) -> Path:
     return workdir / "lance" / ENCODER_DIR
 
 
+@pytest.mark.slow
 def test_a_build_writes_the_encoder_its_vectors_were_made_with(built):
     manifest = json.loads((built / "manifest.json").read_text())["model"]
     folder = encoder_folder(built)
@@ -80,6 +81,7 @@ def test_a_build_writes_the_encoder_its_vectors_were_made_with(built):
     assert np.array_equal(carried, made)
 
 
+@pytest.mark.slow
 def test_a_build_with_nothing_new_leaves_the_encoder_as_it_was(workdir, monkeypatch):
     """Without loading or exporting the model (a pulled snapshot built on a fresh runner)."""
     from ghindex.index import onnx_encoder
@@ -206,6 +208,7 @@ def test_an_older_snapshot_uses_the_installed_model_else_says_what_to_install(
     ]
 
 
+@pytest.mark.slow
 def test_an_encoder_of_another_model_or_precision_is_refused(built, tmp_path):
     folder = tmp_path / ENCODER_DIR
     shutil.copytree(encoder_folder(built), folder)
@@ -372,6 +375,7 @@ def crafted(draw):
     return f"missing {name}", lambda f: (f / name).unlink()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "30")),
     deadline=None,
@@ -394,3 +398,23 @@ def test_a_crafted_encoder_is_refused_in_one_line(built, tmp_path_factory, monke
     assert "\n" not in message, what
     assert message.startswith(f"the query encoder in {folder} is damaged ("), what
     assert message.endswith("): restore it with `ghindex pull`, or build the index again"), what
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [ENCODER_MODEL, ENCODER_TOKENIZER, ENCODER_META])
+def test_a_pull_verifies_the_encoder_like_every_file(workdir, run, isolated, name):
+    """A store whose copy of an encoder file is not what the manifest says: the pull is
+    one line and makes nothing current."""
+    store = isolated / "store"
+    assert run("publish", "--store", str(store)).exit_code == 0
+    (manifest,) = (store / "snapshots").glob("*/manifest.json")
+    (entry,) = [
+        f for f in json.loads(manifest.read_text())["files"] if f["path"].endswith(f"/{name}")
+    ]
+    piece = entry["pieces"][-1]["sha256"]
+    (store / "blobs" / "sha256" / piece[:2] / piece).write_bytes(b"not what the manifest says")
+    dest = isolated / "snap"
+    result = run("pull", "--store", str(store), "--dest", str(dest))
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and "fails verification" in result.stderr
+    assert not (dest / "current").exists()

@@ -89,6 +89,7 @@ def test_a_new_state_database_is_written_in_the_storage_version(isolated):
         con.close()
 
 
+@pytest.mark.slow  # the duckdb command runs as a child process
 def test_a_state_written_in_a_newer_format_is_rewritten_when_next_opened_for_writing(isolated):
     path = isolated / "state.duckdb"
     open_state(path).close()
