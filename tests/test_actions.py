@@ -686,9 +686,18 @@ def test_mcp_client_configs_start_the_server_from_a_store(path):
     config = json.loads(path.read_text(encoding="utf-8"))
     servers = config.get("mcpServers") or config["servers"]
     server = servers["ghindex"]
-    # desktop clients see no shell PATH and may start the server in an unwritable directory
-    assert server["command"].endswith("/bin/ghindex")
-    assert server["command"].startswith(("/", "${userHome}/"))
-    assert server["env"]["GHINDEX_WORKDIR"].startswith(("/", "${userHome}/"))
-    assert server["args"][:2] == ["serve", "--store"]
-    parse(server["args"])
+    args = server["args"]
+    if server["command"] == "uvx":  # Claude Code starts it from a shell, which has PATH
+        assert args[:3] == [
+            "--from",
+            f"ghindex @ git+https://github.com/ghindex/ghindex@{TAG}",
+            "ghindex",
+        ]
+        args = args[3:]
+    else:  # desktop clients see no shell PATH
+        assert server["command"].endswith("/bin/ghindex")
+        assert server["command"].startswith(("/", "${userHome}/"))
+    # and may start the server in an unwritable directory
+    assert server["env"]["GHINDEX_WORKDIR"].startswith(("/", "${userHome}/", "${HOME}/"))
+    assert args[:2] == ["serve", "--store"]
+    parse(args)

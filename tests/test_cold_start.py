@@ -14,7 +14,8 @@ import pytest
 from ghindex.config import DEFAULT_MODEL, FP32, INT8
 from ghindex.errors import IndexUnusable
 from ghindex.index import deferred
-from ghindex.index.onnx_encoder import INT8_FILE, export_dir, query_encoder
+from ghindex.index.carried_encoder import query_encoder
+from ghindex.index.onnx_encoder import INT8_FILE, export_dir
 from ghindex.query import encoder_ahead
 from ghindex.query.snapshot import Snapshot
 from testkit.process import cli_in_fresh_python, fresh_python
@@ -123,14 +124,14 @@ def test_a_sparse_search_and_related_load_no_encoder(quantised, isolated):
         snapshot = Snapshot(workdir)
         try:
             use(snapshot)
-            assert snapshot.searcher._embedder_factory is query_encoder
+            assert snapshot.searcher._embedder_factory.func is query_encoder
             assert snapshot.searcher._embedder is None
         finally:
             snapshot.close()
 
 
-def test_the_encoder_asked_for_wins_over_the_manifests_hint(quantised):
-    ahead = encoder_ahead.EncoderAhead(DEFAULT_MODEL, FP32)
+def test_the_encoder_asked_for_wins_over_the_manifests_hint(quantised, tmp_path):
+    ahead = encoder_ahead.EncoderAhead(tmp_path / "lance", DEFAULT_MODEL, FP32)
     encoder = ahead.factory(DEFAULT_MODEL, INT8)  # the index says int8: the hint was wrong
 
     assert encoder.precision == INT8
@@ -150,15 +151,15 @@ def test_the_encoder_asked_for_wins_over_the_manifests_hint(quantised):
         ["not", "a", "mapping"],
     ],
 )
-def test_a_hint_that_is_not_an_exported_model_loads_nothing_ahead(manifest, quantised):
-    assert encoder_ahead.start(manifest) is query_encoder
+def test_a_hint_that_is_not_an_exported_model_loads_nothing_ahead(manifest, quantised, tmp_path):
+    assert encoder_ahead.start(manifest, tmp_path / "lance").func is query_encoder
 
 
-def test_nothing_loads_ahead_when_torch_is_chosen(quantised, monkeypatch):
+def test_nothing_loads_ahead_when_torch_is_chosen(quantised, monkeypatch, tmp_path):
     monkeypatch.setenv("GHINDEX_ENCODER", "torch")
     hint = {"model": {"name": DEFAULT_MODEL, "precision": FP32}}
 
-    assert encoder_ahead.start(hint) is query_encoder
+    assert encoder_ahead.start(hint, tmp_path / "lance").func is query_encoder
 
 
 def test_a_load_that_fails_ahead_fails_the_query_as_it_would_have(quantised, monkeypatch, tmp_path):
@@ -170,7 +171,8 @@ def test_a_load_that_fails_ahead_fails_the_query_as_it_would_have(quantised, mon
         (folder / name).write_bytes((quantised / name).read_bytes())
     (folder / INT8_FILE).write_bytes(b"not a model")
 
-    factory = encoder_ahead.start({"model": {"name": DEFAULT_MODEL, "precision": INT8}})
+    hint = {"model": {"name": DEFAULT_MODEL, "precision": INT8}}
+    factory = encoder_ahead.start(hint, tmp_path / "lance")  # an index carrying no encoder
 
     assert isinstance(ahead_of(factory), encoder_ahead.EncoderAhead)
     with pytest.raises(IndexUnusable, match="holds int8 vectors"):

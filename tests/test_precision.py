@@ -233,7 +233,7 @@ def test_int8_has_no_torch_fallback(monkeypatch):
 def test_a_new_index_is_int8_where_onnx_runs_the_model_and_fp32_where_not(monkeypatch):
     from ghindex.index import onnx_encoder
 
-    monkeypatch.setattr(onnx_encoder, "_ready", lambda model, precision: None)
+    monkeypatch.setattr(onnx_encoder, "ready", lambda model, precision: None)
     monkeypatch.setattr(onnx_encoder, "_ort_providers", lambda: ["CPUExecutionProvider"])
     assert onnx_encoder.new_index_precision(DEFAULT_MODEL) == "int8"
     assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cuda") == "fp32"  # int8 is CPU-only
@@ -247,8 +247,8 @@ def test_a_new_index_is_int8_where_onnx_runs_the_model_and_fp32_where_not(monkey
     def no_export(model, precision):
         raise RuntimeError("exporter broke")
 
-    monkeypatch.setattr(onnx_encoder, "_ready", no_export)
+    monkeypatch.setattr(onnx_encoder, "ready", no_export)
     assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cpu") == "fp32"
     monkeypatch.setenv("GHINDEX_ENCODER", "torch")
-    monkeypatch.setattr(onnx_encoder, "_ready", lambda model, precision: None)
+    monkeypatch.setattr(onnx_encoder, "ready", lambda model, precision: None)
     assert onnx_encoder.new_index_precision(DEFAULT_MODEL, "cpu") == "fp32"

@@ -49,7 +49,7 @@ def sql(
     if not query:
         say(f"duckdb -readonly {snap.state_path}")
         say(
-            "(the duckdb shell: https://duckdb.org/docs/installation; "
+            "(the duckdb shell, 1.4 or newer: `pip install duckdb-cli`; "
             "tables and views: docs/schema.md)",
             err=True,
         )

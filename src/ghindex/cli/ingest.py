@@ -185,9 +185,10 @@ def build(
     from ghindex.config import parse_repo
     from ghindex.index.build import GitSource, Shard
     from ghindex.index.build import build as run_build
-    from ghindex.index.embed import canonical_model_name
+    from ghindex.index.embed import canonical_model_name, require_builder
     from ghindex.index.merge import merge_vectors
 
+    require_builder()
     part = Shard.parse(shard) if shard else None
     if part and full:
         raise ConfigError("--shard embeds into the cache only: leave out --full")
@@ -270,9 +271,10 @@ def merge(
       ghindex merge shards/a shards/b shards/c
     """
     from ghindex.index.build import build as run_build
-    from ghindex.index.embed import canonical_model_name
+    from ghindex.index.embed import canonical_model_name, require_builder
     from ghindex.index.merge import merge as run_merge
 
+    require_builder()
     settings = obj.settings(model=model, precision=precision)
     shown = progress(not as_json)
     merged = run_merge(

@@ -227,8 +227,10 @@ def demo(obj: Context, dest: str | None, as_json: bool) -> None:
     import shlex
     import tempfile
 
+    from ghindex.index.embed import require_builder
     from ghindex.sample.demo import run_demo
 
+    require_builder("the demo builds an index from the bundled sample: it")
     base = obj.settings()
     settings = Settings(
         workdir=Path(dest) if dest else base.workdir / DEMO_DIR,

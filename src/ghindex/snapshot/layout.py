@@ -35,6 +35,7 @@ from ghindex.vocabulary.layout import (  # noqa: F401  (the store's code reads t
     SNAPSHOT_NAMES,
     STATE_FILE,
     SnapshotFiles,
+    encoder_file_cap,
     fsync_dir,
 )
 
@@ -148,6 +149,11 @@ class FileEntry:
         path = check_file_path(value.get("path"), where)
         at = f"{where} ({path})"
         size = _count(value.get("size"), MAX_FILE_BYTES, "a file size", at)
+        cap = encoder_file_cap(path)
+        if cap is not None and size > cap:  # refused before a byte of it is downloaded
+            raise damaged(
+                f"{at} declares {size:,} bytes, over the {cap:,} a query encoder's file may hold"
+            )
         sha256 = check_digest(value.get("sha256"), at)
         raw = value.get("pieces")
         not_adding_up = SnapshotError(

@@ -63,6 +63,10 @@ def reader_views(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
 # Another process may hold the file for a moment (a server copying it, a reader):
 # wait this long for it before giving up.
 LOCK_WAIT = 60.0
+# The storage format every state database is written in. DuckDB 2.0 writes a newer one by
+# default, which the DuckDB 1.4 LTS and 1.5 command-line tools people have installed
+# refuse ("version number 69 ... can only read 64 and 68"); they read this one.
+STORAGE_VERSION = "v1.4.0"
 
 
 def open_state(
@@ -76,6 +80,10 @@ def open_state(
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only, wait)
+    if not read_only and storage_version(con) != STORAGE_VERSION:
+        con.close()  # written by an earlier ghindex in DuckDB's newer format: rewritten once
+        compact(path)
+        con = _connect(path, read_only, wait)
     try:
         with named_damage(path):
             con.execute("SET TimeZone = 'UTC'")
@@ -84,6 +92,14 @@ def open_state(
         con.close()
         raise
     return con
+
+
+def storage_version(con: duckdb.DuckDBPyConnection) -> str:
+    """The storage format `con`'s database is written in: `v1.4.0`, `v2.0.0`, ..."""
+    ((tags,),) = con.execute(
+        "SELECT tags FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    return str((tags or {}).get("storage_version", "")).rstrip("+")
 
 
 class StateBusy(StateError):
@@ -131,12 +147,16 @@ def named_damage(path: Path) -> Iterator[None]:
 
 
 def _connect(path: Path, read_only: bool, wait: float = LOCK_WAIT) -> duckdb.DuckDBPyConnection:
+    """The one way ghindex opens a state database file (`tests/test_state_storage.py`
+    holds every other door to read-only): a file it creates is written in
+    STORAGE_VERSION."""
     deadline = time.monotonic() + wait
     delay = 0.05
+    config = {} if read_only else {"storage_compatibility_version": STORAGE_VERSION}
     while True:
         try:
             with named_damage(path):
-                return duckdb.connect(str(path), read_only=read_only)
+                return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             locked = "lock" in str(exc).lower()
             if locked and time.monotonic() > deadline:
@@ -158,12 +178,13 @@ def compact(path: Path) -> None:
     are raw secrets, so the file is copied whole into a new one that replaces it."""
     fresh = path.with_name(path.name + ".compact")
     fresh.unlink(missing_ok=True)
-    con = _connect(path, read_only=False)
+    _connect(path, read_only=False).close()  # waits out a reader; replays a WAL
+    con = _connect(fresh, read_only=False)  # written in STORAGE_VERSION, as every state
     try:
-        con.execute(f"ATTACH '{_quoted(fresh)}' AS compacted")
+        con.execute(f"ATTACH '{_quoted(path)}' AS old (READ_ONLY)")
         (name,) = con.execute("SELECT current_database()").fetchone()
-        con.execute(f'COPY FROM DATABASE "{name}" TO compacted')
-        con.execute("DETACH compacted")
+        con.execute(f'COPY FROM DATABASE old TO "{name}"')
+        con.execute("DETACH old")
     finally:
         con.close()
     fresh.replace(path)

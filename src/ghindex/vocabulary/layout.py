@@ -17,6 +17,15 @@ STATE_FILE = "state.duckdb"
 INDEX_DIR = "lance"
 MANIFEST = "manifest.json"
 DEMO_DIR = "demo"  # where `ghindex demo` builds, inside WORKDIR
+# Inside INDEX_DIR: the query encoder the index's vectors were made with (ONNX file,
+# tokenizer, their metadata), so that a reader needs no model package, hub or torch
+# (index/carried_encoder.py). Each file's name, and the most bytes it may hold: a store's
+# copy is untrusted input, refused above these before it is downloaded or read.
+ENCODER_DIR = "query_encoder"
+ENCODER_MODEL = "model.onnx"
+ENCODER_TOKENIZER = "tokenizer.json"
+ENCODER_META = "encoder.json"
+ENCODER_FILES = {ENCODER_MODEL: 1 << 30, ENCODER_TOKENIZER: 32 << 20, ENCODER_META: 64 << 10}
 # In a directory that pulls: the link naming the version in use (see snapshot/local.py).
 CURRENT = "current"
 # What a snapshot directory holds at its top level, and nothing else.
@@ -64,6 +73,16 @@ def local_manifest(path: Path) -> dict[str, Any] | None:
             "again with `ghindex build`, or pull the snapshot again"
         )
     return body
+
+
+def encoder_file_cap(path: str) -> int | None:
+    """The most bytes the snapshot file at `path` ('/'-separated, from the snapshot's
+    root) may hold when it is part of the query encoder (0 for a name an encoder never
+    holds); None for any other file."""
+    folder, _, name = path.rpartition("/")
+    if folder != f"{INDEX_DIR}/{ENCODER_DIR}":
+        return None
+    return ENCODER_FILES.get(name, 0)
 
 
 def live_root(path: Path) -> Path:
