@@ -20,7 +20,6 @@ import warnings
 from pathlib import Path
 
 import duckdb
-import lancedb
 import pytest
 from ruamel.yaml import YAML
 
@@ -470,57 +469,6 @@ def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
             for n in (1, 2, 3)
         ],
     )
-
-
-@pytest.mark.slow
-def test_the_action_updates_a_store_then_moves_only_what_changed(github, tmp_path):
-    serve_tiny_repo(github)
-    clone = make_clone(tmp_path / "workspace")
-    store = tmp_path / "store"
-    inputs = {"store": str(store), "keep": "1", "gc-grace-hours": "0"}
-    first = ActionRun(tmp_path, github.url, github.token, inputs)
-
-    key = first.step("cache-key")
-    outputs = first.step("run")
-
-    prefix = "ghindex-Linux-X64-py3.12.0-torch2.13.0-"
-    assert re.fullmatch(re.escape(prefix) + r"default-[0-9a-f]{16}", key["key"])
-    assert key["restore-prefix"] == prefix
-    # the model's ONNX export is cached with the packages: made once, not every run
-    assert key["ghindex-cache"].endswith("/.cache/ghindex") or key["ghindex-cache"] == (
-        os.environ.get("GHINDEX_CACHE_DIR")
-    )
-    assert set(outputs) == set(first.action["outputs"])
-    assert first.action_outputs() == outputs
-    assert outputs["snapshot-id"] == (store / "LATEST").read_text().strip()
-    assert outputs["generation"] == "1"
-    assert outputs["store"] == str(store)
-    assert Path(outputs["snapshot-path"]) == tmp_path / "runner" / "temp" / "ghindex"
-    counts = json.loads(outputs["counts"])
-    assert counts["issue"] == 3 and counts["issue_comment"] == 3
-    assert counts["doc"] >= 1 and counts["diff"] >= 1  # the clone was found: git is `auto`
-    chunks = counts.pop("chunks")
-    assert int(outputs["chunks"]) == chunks == sum(counts.values())
-    # every row with a vector was embedded now (a commit's file-diff rows have none:
-    # dense search reads the commit's summary row)
-    table = lancedb.connect(outputs["snapshot-path"] + "/lance").open_table("chunks")
-    assert int(outputs["embedded"]) == table.count_rows("vector IS NOT NULL") < chunks
-    assert int(outputs["requests"]) > 0
-    assert "### ghindex update: snapshot " in (tmp_path / "runner" / "summary.md").read_text()
-    assert clone.exists()
-
-    github.repos["octo/hello"]["issues"][0].update(
-        title="Greeting 1 is fixed", updatedAt="2024-02-01T00:00:00Z"
-    )
-    # a fresh runner: the store alone carries the state, the cursors and the embeddings
-    again = ActionRun(tmp_path, github.url, github.token, inputs, runner="next").step("run")
-
-    assert again["generation"] == "2"
-    assert again["snapshot-id"] != outputs["snapshot-id"]
-    assert int(again["embedded"]) == 2  # the retitled issue and its comment (it names it)
-    assert [p.parent.name for p in store.glob("snapshots/*/manifest.json")] == [
-        again["snapshot-id"]
-    ]  # keep: 1
 
 
 @pytest.mark.slow

@@ -54,7 +54,7 @@ STANDINS = {
     ),
     "google-github-actions/auth": ("google-auth", "fails: no local gs:// server"),
     "azure/login": ("azure-login", "fails: no local az:// server"),
-    "gh (GitHub's CLI)": ("bin/gh", "`gh api` against ActionsAPI"),
+    "gh (GitHub's CLI)": ("bin/gh", "`gh api` against ActionsAPI, `gh repo list` on GraphQL"),
 }
 THIS_PROJECT = "ghindex/ghindex"
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*([^\s#]+)", re.M)
@@ -242,9 +242,15 @@ class Run:
         assert values, f"no job matching {job!r} set {key}:\n{self.log[-4000:]}"
         return values[-1]
 
+    def job_output(self) -> str:
+        """What the jobs' steps printed, without act's own lines."""
+        return "\n".join(re.findall(r"^\[[^\]]+\]\s+\| (.*)$", self.log, flags=re.M))
+
     def errors(self) -> list[str]:
-        """The `::error::` lines of the job logs, as GitHub shows them."""
-        return re.findall(r"\|\s+::error::(.*)$", self.log, flags=re.M)
+        """The error lines of the job logs: `::error::` annotations and ghindex's own
+        `Error:` line, as GitHub shows them."""
+        found = re.findall(r"(?:❗\s+::error::|\|\s+Error: )(.*)$", self.log, flags=re.M)
+        return list(dict.fromkeys(found))  # a composite step's line is shown twice
 
 
 class Repository:
@@ -263,8 +269,9 @@ class Repository:
     def close(self) -> None:
         self.api.close()
 
-    def make_clone(self, workflows: dict[str, str]) -> Path:
-        """The repository as checked out: a README, a commit, and its workflow files."""
+    def make_clone(self, workflows: dict[str, str], files: Path | None = None) -> Path:
+        """The repository as checked out: a README (or the `files` given), a commit, and
+        its workflow files."""
         git_env = {
             "PATH": os.environ["PATH"],
             "HOME": str(self.tmp),
@@ -284,11 +291,15 @@ class Repository:
                 capture_output=True,
             )
 
-        self.clone.mkdir()
+        if files is None:
+            self.clone.mkdir()
+            (self.clone / "README.md").write_text(
+                "# Hello\n\nHello is a small library that greets people politely, in any "
+                "language.\n"
+            )
+        else:
+            shutil.copytree(files, self.clone)
         git("init", "-q", "-b", "main")
-        (self.clone / "README.md").write_text(
-            "# Hello\n\nHello is a small library that greets people politely, in any language.\n"
-        )
         for name, text in workflows.items():
             (self.clone / ".github" / "workflows").mkdir(parents=True, exist_ok=True)
             (self.clone / ".github" / "workflows" / name).write_text(text)
@@ -304,17 +315,22 @@ class Repository:
         payload: dict | None = None,
         *,
         job: str | None = None,
+        inputs: dict[str, str] | None = None,
         secrets: dict[str, str] | None = None,
         run_id: int | None = None,
         record: bool = True,
     ) -> Run:
-        """Run the workflow file for an event; record the run as GitHub would list it."""
+        """Run the workflow file for an event (`inputs`: a workflow_dispatch's, typed as
+        the workflow declares them); record the run as GitHub would list it."""
         if run_id is None:
             run_id, self.next_run = self.next_run, self.next_run + 1
         home = self.tmp / f"runner-{run_id}-{time.monotonic_ns()}"  # a fresh runner
         home.mkdir()
         event_file = self.tmp / f"event-{run_id}.json"
-        event_file.write_text(json.dumps(payload or {}))
+        payload = dict(payload or {})
+        if inputs:
+            payload["inputs"] = inputs
+        event_file.write_text(json.dumps(payload))
         secrets = {"GITHUB_TOKEN": self.github.token} if secrets is None else secrets
         site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
         env = {
@@ -358,6 +374,8 @@ class Repository:
             command += ["--env", f"{key}={value}"]
         for key, value in secrets.items():
             command += ["-s", f"{key}={value}"]
+        for key, value in (inputs or {}).items():
+            command += ["--input", f"{key}={value}"]
         if job:
             command += ["-j", job]
         started = time.monotonic()
@@ -366,6 +384,7 @@ class Repository:
         )
         seconds = time.monotonic() - started
         log = done.stdout + done.stderr
+        (self.tmp / f"run-{run_id}.log").write_text(f"{log}act wall {seconds:.2f}\n")
         if "self-hosted" in log and "not supported" in log:
             pytest.fail(f"act cannot run on this host: {log.strip().splitlines()[-1]}")
         run = Run(run_id, done.returncode, log, seconds)

@@ -265,10 +265,60 @@ def aws_login() -> None:
 # --- GitHub's CLI ------------------------------------------------------------------------
 
 
+OWNER_REPOSITORIES = """
+query($login: String!, $after: String, $archived: Boolean, $fork: Boolean) {
+  repositoryOwner(login: $login) {
+    repositories(first: 100, after: $after, isArchived: $archived, isFork: $fork) {
+      nodes { nameWithOwner }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+}
+"""
+
+
+def gh_repo_list(args: list[str]) -> None:
+    """`gh repo list OWNER [--limit N] [--no-archived] [--source] --json nameWithOwner`,
+    read from GITHUB_GRAPHQL_URL as the real gh reads GitHub's GraphQL API."""
+    owner = args[0]
+    limit = int(args[args.index("--limit") + 1]) if "--limit" in args else 30
+    variables = {
+        "login": owner,
+        "archived": False if "--no-archived" in args else None,
+        "fork": False if "--source" in args else None,
+    }
+    names, after = [], None
+    while len(names) < limit:
+        body = json.dumps({"query": OWNER_REPOSITORIES, "variables": variables | {"after": after}})
+        request = urllib.request.Request(
+            os.environ["GITHUB_GRAPHQL_URL"], data=body.encode(), method="POST"
+        )
+        request.add_header("Authorization", f"bearer {os.environ.get('GH_TOKEN', '')}")
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            data = json.load(answer)
+        owner_data = (data.get("data") or {}).get("repositoryOwner")
+        if owner_data is None:
+            print(
+                f"GraphQL: Could not resolve to a RepositoryOwner with the login of '{owner}'.",
+                file=sys.stderr,
+            )
+            sys.exit(1)
+        page = owner_data["repositories"]
+        names += [node["nameWithOwner"] for node in page["nodes"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    print(json.dumps([{"nameWithOwner": name} for name in names[:limit]]))
+
+
 def gh(args: list[str]) -> None:
-    """`gh api [-X METHOD] ENDPOINT [-f KEY=VALUE]...` against GITHUB_API_URL."""
+    """`gh api [-X METHOD] ENDPOINT [-f KEY=VALUE]...` against GITHUB_API_URL, and
+    `gh repo list` against GITHUB_GRAPHQL_URL."""
+    if args[:2] == ["repo", "list"]:
+        return gh_repo_list(args[2:])
     if args[:1] != ["api"]:
-        print(f"gh stand-in: only `gh api` is stood in for, not `gh {' '.join(args)}`")
+        print(f"gh stand-in: `gh {' '.join(args)}` is not stood in for")
         sys.exit(1)
     method, endpoint, fields = "GET", "", []
     rest = args[1:]
