@@ -478,3 +478,48 @@ def test_8_the_organisation_example_builds_a_matrix_of_shards_and_merges_them(
         {"repo": "my-org/beta", "issues": 3},
         {"repo": "my-org/gamma", "issues": 3},
     ]
+
+
+def test_5_an_embedding_job_stopped_by_embed_minutes_hands_on_and_a_rerun_goes_on(
+    repository, github
+):
+    github.add_repo(
+        "octo/hello",
+        issues=[
+            issue_node(n, title=f"Report {n}", body=f"Report number {n} says something.")
+            for n in range(1, 601)
+        ],
+    )
+    # two shards of about 300 chunks: each job embeds one step of 256, then its time is up
+    caller = calling_index_with(**{"shard-above": "400", "embed-minutes": "0.0001"})
+    repository.make_clone({"ghindex.yml": caller})
+
+    first = repository.act("ghindex.yml", "push", {"ref": "refs/heads/main"}, record=False)
+
+    assert first.returncode != 0
+    to_embed = int(first.output("to-embed", "Build and publish the snapshot"))
+    shards = json.loads(first.output("shards", "Build and publish the snapshot"))
+    stopped = {s: int(first.output("embedded", f"Embed shard {s}")) for s in shards}
+    assert all(n == 256 for n in stopped.values()), stopped  # one embedding step each
+    left = {s: int(first.output("unfinished", f"Embed shard {s}")) for s in shards}
+    assert first.errors() == [
+        f"shard {s} stopped after embed-minutes with {left[s]} chunks left: its vectors are "
+        "kept; re-run the failed jobs to go on from there"
+        for s in shards
+    ]
+    vectors = [a["name"] for a in repository.api.artifacts()]
+    assert sum(name.startswith(f"ghindex-vectors-{first.run_id}-") for name in vectors) == len(
+        shards
+    )
+    assert "ghindex-snapshot" not in vectors  # nothing published
+
+    # the same run again (its artifacts, named by the run, are still there)
+    again = repository.act("ghindex.yml", "push", {"ref": "refs/heads/main"}, run_id=first.run_id)
+
+    assert again.returncode == 0, again.log[-6000:]
+    finished = {s: int(again.output("embedded", f"Embed shard {s}")) for s in shards}
+    assert finished == left  # only the rest: nothing embedded twice
+    assert sum(stopped.values()) + sum(finished.values()) == to_embed
+    outputs = workflow_outputs(again)
+    assert outputs["embedded"] == "0"
+    assert json.loads(outputs["counts"])["chunks"] == to_embed
