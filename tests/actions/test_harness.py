@@ -61,9 +61,11 @@ def test_act_is_handed_the_files_users_paste_unchanged(action_copy):
 def test_every_action_github_provides_has_a_stand_in_taking_the_inputs_given(action_copy):
     mappings = dict(m.split("=", 1) for m in act.local_repositories(action_copy))
     remote = {u for u in act.uses_of(act.workflow_files()) if not u.startswith("./")}
-    assert set(mappings) == {
-        f"{u.split('/')[0]}/{u.split('/')[1].split('@')[0]}@{u.split('@', 1)[1]}" for u in remote
+    # OWNER/NAME[/PATH]@REF is mapped as OWNER/NAME@REF: one folder per repository and ref
+    repositories = {
+        "/".join(u.split("@")[0].split("/")[:2]) + "@" + u.split("@")[1] for u in remote
     }
+    assert set(mappings) == repositories
     yaml = YAML(typ="safe")
     for path in act.workflow_files():
         document = yaml.load(path.read_text(encoding="utf-8"))
