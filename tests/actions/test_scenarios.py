@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,8 @@ def bucket(repository):
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
+    # moto keeps its buckets per process, not per server: start from none
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
     repository.env["STANDIN_S3_ENDPOINT"] = endpoint
     s3 = boto3.client(
         "s3",
