@@ -106,19 +106,45 @@ def hold(body: dict[str, Any], limit: int, *, more: str = "", whole: tuple[str, 
         return False
     order = list(body)
     fixed = {k: body.pop(k) for k in FIXED if k in body}
-    rest = dict(body)
+    content = dict(body)
+    room = limit - SAYING - 2 * estimate(more)
+    while True:
+        rest, said = _held(content, fixed, room, more, whole)
+        body.clear()
+        body.update({k: fixed.get(k, rest.get(k)) for k in order if k in fixed or k in rest})
+        body.update(rest)
+        say(body, "; ".join(said) + f" to fit the {limit:,}-token answer budget")
+        over = cost(body) - limit
+        if over <= 0 or not rest:
+            return True
+        room -= over  # what is said took more than was left for it
+
+
+def _held(
+    content: dict[str, Any], fixed: dict[str, Any], room: int, more: str, whole: tuple[str, ...]
+) -> tuple[dict[str, Any], list[str]]:
+    """`content` cut (see `hold`) until with `fixed` it costs at most `room`, and what
+    was cut."""
 
     def spent(part: dict[str, Any]) -> int:
         return cost({**fixed, **part})
 
-    room = limit - SAYING
-    said = []
-    longest = max([0, *(_longest(v, 2 if k in whole else 0) for k, v in rest.items())])
-    if longest > 1 and spent(rest) > room:
-        count = _most(lambda k: spent(_shape(rest, whole, k, None)) <= room, 1, longest)
+    rest, said = content, []
+    # lists first, records kept whole; then mappings too (status's repositories)
+    for mappings in (False, True):
+        keeps = {k: 2 if k in whole else 0 for k in rest}
+        longest = max([0, *(_longest(v, keeps[k], mappings) for k, v in rest.items())])
+        if longest <= 1 or spent(rest) <= room:
+            continue
+
+        def fits(count: int, part: dict = rest, maps: bool = mappings) -> bool:
+            return spent(_shape(part, whole, count, None, maps)) <= room
+
+        count = _most(fits, 1, longest)
         left: list[int] = []
-        rest = _shape(rest, whole, count, left)
-        said.append(f"lists inside cut at {count:,} entries ({sum(left):,} left out)")
+        rest = _shape(rest, whole, count, left, mappings)
+        what = "lists and mappings" if mappings else "lists"
+        said.append(f"{what} inside cut at {count:,} entries ({sum(left):,} left out)")
         said[-1] += f": {more}" if more else ""
     if spent(rest) > room:
         chars = _most(lambda c: spent(_cut(rest, c)) <= room, SHORTEST, max(_widest(rest), 1))
@@ -127,11 +153,7 @@ def hold(body: dict[str, Any], limit: int, *, more: str = "", whole: tuple[str, 
     if spent(rest) > room:
         rest = {}
         said.append("nothing of this answer fits: ask for less")
-    body.clear()
-    body.update({k: fixed.get(k, rest.get(k)) for k in order if k in fixed or k in rest})
-    body.update(rest)
-    say(body, "; ".join(said) + f" to fit the {limit:,}-token answer budget")
-    return True
+    return rest, said
 
 
 def _most(fits: Any, low: int, high: int) -> int:
@@ -145,58 +167,75 @@ def _most(fits: Any, low: int, high: int) -> int:
     return low
 
 
-def _shape(body: dict[str, Any], whole: tuple[str, ...], count: int, left: list[int] | None):
-    """`body` with every cuttable list and mapping inside kept to `count` entries;
-    `left`, when given, gathers what each cut left out, and the cuts are marked."""
-    shaped: dict[str, Any] = {}
-    for key, value in body.items():
-        keep = 2 if key in whole else 0
-        shaped[key] = _cap(value, count, left, keep)
-        if left is not None and not keep and isinstance(value, list) and len(value) > count:
-            shaped[f"{key}_omitted"] = len(value) - count
-    return shaped
+def _shape(
+    body: dict[str, Any], whole: tuple[str, ...], count: int, left: list[int] | None, maps: bool
+) -> dict[str, Any]:
+    """`body` with every cuttable list (and with `maps`, mapping) inside kept to `count`
+    entries; `left`, when given, gathers what each cut left out, and the cuts are marked."""
+    cut = Cut(count, left, maps)
+    return cut.mapping(body, {key: 2 if key in whole else 0 for key in body})
 
 
-def _beside(mapping: dict, count: int, left: list[int] | None, keep: int):
-    """The entries of `mapping` (the first `count` unless `keep`), and with `left`, a
-    `<key>_omitted` count beside each list cut, and `…` for the entries cut."""
-    entries = list(mapping.items())
-    kept = entries if keep else entries[:count]
-    for key, value in kept:
-        yield key, value
-        if left is not None and isinstance(value, list) and len(value) > count and keep <= 1:
-            yield f"{key}_omitted", len(value) - count
-    if left is not None and len(kept) < len(entries):
-        left.append(len(entries) - len(kept))
-        yield "…", f"{len(entries) - len(kept):,} more"
+class Cut:
+    """One way of cutting what an answer holds: lists (and with `maps`, mappings) kept
+    to `count` entries; with `left`, what each cut left out is gathered and marked."""
 
+    def __init__(self, count: int, left: list[int] | None, maps: bool) -> None:
+        self.count, self.left, self.maps = count, left, maps
 
-def _cap(value: Any, count: int, left: list[int] | None, keep: int = 0, beside: bool = True) -> Any:
-    """`value` with every list and mapping in it kept to `count` entries; the `keep`
-    levels from `value` down are kept whole. A list under a mapping's key has its cut
-    counted beside it (`_beside`); one inside a list, in a last entry."""
-    if isinstance(value, dict):
-        return {
-            k: _cap(v, count, left, max(keep - 1, 0)) for k, v in _beside(value, count, left, keep)
-        }
-    if isinstance(value, list):
-        kept = value if keep else value[:count]
-        shaped = [_cap(v, count, left, max(keep - 1, 0), beside=False) for v in kept]
-        if left is not None and len(kept) < len(value):
-            left.append(len(value) - len(kept))
-            if not beside:
-                shaped.append(f"… {len(value) - len(kept):,} more")
+    def cuts(self, value: Any, keep: int) -> bool:
+        """Whether `value`, kept whole for `keep` levels, is cut here."""
+        if keep or not (isinstance(value, list) or (self.maps and isinstance(value, dict))):
+            return False
+        return len(value) > self.count
+
+    def mapping(self, mapping: dict, keeps: dict) -> dict:
+        """The entries of `mapping`, each value cut (`keeps`: how many levels of it stay
+        whole), with a `<key>_omitted` count beside each value cut."""
+        shaped: dict[Any, Any] = {}
+        for key, value in mapping.items():
+            if key in shaped:  # a count of an earlier cut, added to below
+                continue
+            keep = keeps.get(key, 0)
+            shaped[key] = self.value(value, keep, beside=True)
+            if self.left is not None and self.cuts(value, keep):
+                earlier = mapping.get(f"{key}_omitted", 0)
+                shaped[f"{key}_omitted"] = len(value) - self.count + earlier
         return shaped
-    return value
+
+    def value(self, value: Any, keep: int = 0, beside: bool = False) -> Any:
+        """`value` cut; the `keep` levels from it down are kept whole. A cut under a
+        mapping's key (`beside`) is counted beside it; one inside a list, in a last
+        entry."""
+        if not isinstance(value, list | dict):
+            return value
+        inner = max(keep - 1, 0)
+        whole = not self.cuts(value, keep)
+        if isinstance(value, dict):
+            entries = value if whole else dict(list(value.items())[: self.count])
+            shaped: Any = self.mapping(entries, dict.fromkeys(entries, inner))
+        else:
+            entries = value if whole else value[: self.count]
+            shaped = [self.value(v, inner) for v in entries]
+        dropped = len(value) - len(entries)
+        if self.left is not None and dropped:
+            self.left.append(dropped)
+            if not beside and isinstance(shaped, dict):
+                shaped["…"] = f"{dropped:,} more"
+            elif not beside:
+                shaped.append(f"… {dropped:,} more")
+        return shaped
 
 
-def _longest(value: Any, keep: int = 0) -> int:
-    """The most entries of any list or mapping inside `value` that may be cut."""
-    if not isinstance(value, (dict, list)):
+def _longest(value: Any, keep: int, maps: bool) -> int:
+    """The most entries of any list (with `maps`, or mapping) inside `value` that may
+    be cut."""
+    if not isinstance(value, dict | list):
         return 0
     inner = value.values() if isinstance(value, dict) else value
-    found = max([0, *(_longest(v, max(keep - 1, 0)) for v in inner)])
-    return found if keep else max(found, len(value))
+    found = max([0, *(_longest(v, max(keep - 1, 0), maps) for v in inner)])
+    cuttable = not keep and (isinstance(value, list) or maps)
+    return max(found, len(value)) if cuttable else found
 
 
 def _widest(value: Any) -> int:

@@ -3,13 +3,12 @@ the one estimate every answer is sized by (the MCP answer budget, `context`'s pa
 the characters a budget allows).
 
 It is meant to be conservative for every script, so an answer sized by it fits the
-reader's budget: a run of letters costs a token for every five, one mixing letters and
-digits (hashes, base64, identifiers) three for every four characters, digits one per
-three, each ASCII mark one, a line break with its indent one; a character outside ASCII
-costs one and a half (CJK, Greek, Cyrillic, Arabic ...) or two (other three-byte
-characters, such as Hangul) or three (four-byte ones: emoji and rarer ideographs).
-bench/README.md ("Token estimate") measures it against real tokenizers, script by
-script.
+reader's budget: a word (lower case, or capitalised) costs a token for every five
+letters; any other run of letters and digits (numbers, hashes, base64, identifiers,
+capitals) a token a character; each ASCII mark one, a line break with its indent one;
+a character outside ASCII costs one and a half (CJK, Greek, Cyrillic, Arabic ...) or
+three (the others: Hangul, Indic scripts, emoji). bench/README.md ("Token estimate")
+measures it against real tokenizers, script by script.
 """
 
 from __future__ import annotations
@@ -19,9 +18,13 @@ import re
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _MARKS = re.compile(r"[\x00-\x08\x0e-\x1f\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]")
 _BREAKS = re.compile(r"\s*\n[ \t]*|[ \t]{2,}")
-# half-tokens: 3 for two-byte characters and CJK ideographs and kana, 4 for the other
-# three-byte characters, 6 for those beyond the Basic Multilingual Plane
-_WIDE = re.compile(r"[\x80-\u07ff\u3040-\u30ff\u4e00-\u9fff]|([\u0800-\uffff])|([^\x00-\uffff])")
+# Characters outside ASCII: two-byte ones (Greek, Cyrillic, Arabic, Hebrew ...), CJK
+# ideographs and kana cost one and a half tokens; the other three-byte characters
+# (Hangul syllables, which a tokenizer may split into their letters; Indic scripts) and
+# the four-byte ones (emoji, rare ideographs) three, a token per byte, as a byte-level
+# tokenizer spends at the most.
+_WIDE = re.compile(r"[\x80-\u07ff\u3040-\u30ff\u4e00-\u9fff]")
+_OUTSIDE = re.compile(r"[^\x00-\x7f]")
 
 # Characters per token a budget in tokens allows at most (an English text of words
 # costs about one token per four characters, so four is the most a budget can hold).
@@ -33,19 +36,16 @@ def estimate(text: str) -> int:
     real text of any script (see the module's docstring)."""
     count = 0
     for run in _ALNUM.findall(text):
-        if run.isalpha():
+        if run.isalpha() and (run.islower() or run.istitle()):  # a word
             count += 1 + len(run) // 5
-        elif run.isdigit():
-            count += (len(run) + 2) // 3
-        else:
-            count += (3 * len(run) + 3) // 4
+        else:  # digits, capitals, or both among letters: numbers, hashes, base64, names
+            count += len(run)
     count += len(_MARKS.findall(text))
     count += sum(1 + len(gap) // 16 for gap in _BREAKS.findall(text))
     if not text.isascii():
-        halves = 0
-        for wide in _WIDE.finditer(text):
-            halves += 6 if wide.group(2) else 4 if wide.group(1) else 3
-        count += (halves + 1) // 2
+        wide = len(_OUTSIDE.findall(text))
+        lighter = len(_WIDE.findall(text))
+        count += 3 * (wide - lighter) + (3 * lighter + 1) // 2
     return count
 
 
