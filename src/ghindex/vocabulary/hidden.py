@@ -20,42 +20,47 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# Pictographs a zero-width joiner or variation selector 16 may follow.
+# Pictographs, which emoji sequences join: a zero-width joiner between two, and
+# variation selector 16 after one (the emoji form), render as one picture.
 _PICTOGRAPHS = "\u00a9\u00ae\u203c\u2049\u2122-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
-# Characters that render as nothing (format and default-ignorable characters, fillers,
-# annotation marks, tags), the joiner and selector 16 where no pictograph comes before.
+_EMOJI = f"[{_PICTOGRAPHS}]\ufe0f?(?:\u200d[{_PICTOGRAPHS}]\ufe0f?)*"
+# Characters that render as nothing: format and default-ignorable characters (zero-width
+# space, non-joiner and joiner, word joiner, invisible operators, bidirectional
+# controls, the byte order mark, soft hyphen), line and paragraph separators, variation
+# selectors, Hangul and other fillers, interlinear annotations, musical formatting,
+# tags; and combining marks past the third on one character (a stack no text needs).
 _NOTHING = (
-    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u200e\u200f"
-    "\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0e\ufeff\uffa0\ufff9-\ufffb"
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
-HIDDEN = re.compile(
-    f"[{_NOTHING}]|(?<![{_PICTOGRAPHS}\ufe0f\u200d])[\u200d\ufe0f]"
-    # combining marks past the third on one character: a stack no text needs
-    "|(?<=[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]{3})"
-    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+"
-)
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+HIDDEN = re.compile(f"({_EMOJI})|[{_NOTHING}]+|(?<=[{_MARKS}]{{3}})[{_MARKS}]+")
+
+
+def _hiding(text: str, shown: Any) -> tuple[str, int]:
+    """`text` with each run of hidden characters replaced by `shown(run)`, and how many
+    there were; emoji sequences stay as they are."""
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group(1):
+            return match.group(1)
+        count += len(match.group(0))
+        return shown(match.group(0))
+
+    return HIDDEN.sub(replace, text), count
 
 
 def hidden(text: str) -> int:
     """How many characters of `text` render as nothing."""
-    if text.isascii():
-        return 0
-    return sum(len(m) for m in HIDDEN.findall(text))
+    return 0 if text.isascii() else _hiding(text, lambda run: "")[1]
 
 
 def removed(text: str) -> tuple[str, int]:
     """`text` without the characters that render as nothing, and how many there were."""
-    if text.isascii():
-        return text, 0
-    count = 0
-
-    def drop(match: re.Match[str]) -> str:
-        nonlocal count
-        count += len(match.group(0))
-        return ""
-
-    return HIDDEN.sub(drop, text), count
+    return (text, 0) if text.isascii() else _hiding(text, lambda run: "")
 
 
 def shown(text: str) -> str:
@@ -64,7 +69,7 @@ def shown(text: str) -> str:
     a person sees that it is there and JSON text stays JSON."""
     if text.isascii():
         return text
-    return HIDDEN.sub(lambda m: "".join(_escape(c) for c in m.group(0)), text)
+    return _hiding(text, lambda run: "".join(_escape(c) for c in run))[0]
 
 
 def _escape(char: str) -> str:
