@@ -143,6 +143,8 @@ def test_each_named_answer_fits_its_budget_and_says_what_it_cut(
     assert "answer budget" in body["truncated_reason"]
     if cut:
         assert cut in json.dumps(body)
+    for item in body.get("items", []):  # an item keeps its fields; a long title is cut
+        assert "…" not in item and item["title"].startswith(LONG_TITLE[:1_000])
 
 
 # --------------------------------------------------------------------------- any call, any budget

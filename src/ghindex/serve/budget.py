@@ -25,6 +25,7 @@ DEFAULT_TOKENS = int(_SETTING.default)  # type: ignore[call-overload]
 MOST_TOKENS = int(_SETTING.most or 0)
 SAYING = 120  # tokens left for what is said about a cut
 SHORTEST = 16  # characters a text is cut to at the least
+LONG = 400  # characters of a text cut before records lose entries
 # what `hold` never cuts: the envelope, what is said about the cut and the way on
 FIXED = (
     "snapshot_id",
@@ -130,26 +131,38 @@ def _held(
         return cost({**fixed, **part})
 
     rest, said = content, []
-    # lists first, records kept whole; then mappings too (status's repositories)
-    for mappings in (False, True):
+    # whole entries of lists first, records kept whole; then long texts cut inside (one
+    # huge title); then mappings too (status's repositories); then any text
+    for step in ("lists", "long texts", "lists and mappings", "texts"):
+        if spent(rest) <= room:
+            break
+        if step.endswith("texts"):
+            shortest = LONG if step == "long texts" else SHORTEST
+            widest = _widest(rest)
+            if widest <= shortest:
+                continue
+
+            def short(chars: int, part: dict = rest) -> bool:
+                return spent(_cut(part, chars)) <= room
+
+            chars = _most(short, shortest, widest)
+            rest = _cut(rest, chars)
+            said.append(f"texts over {chars:,} characters cut (…)")
+            continue
+        maps = step != "lists"
         keeps = {k: 2 if k in whole else 0 for k in rest}
-        longest = max([0, *(_longest(v, keeps[k], mappings) for k, v in rest.items())])
-        if longest <= 1 or spent(rest) <= room:
+        longest = max([0, *(_longest(v, keeps[k], maps) for k, v in rest.items())])
+        if longest <= 1:
             continue
 
-        def fits(count: int, part: dict = rest, maps: bool = mappings) -> bool:
+        def fits(count: int, part: dict = rest, maps: bool = maps) -> bool:
             return spent(_shape(part, whole, count, None, maps)) <= room
 
         count = _most(fits, 1, longest)
         left: list[int] = []
-        rest = _shape(rest, whole, count, left, mappings)
-        what = "lists and mappings" if mappings else "lists"
-        said.append(f"{what} inside cut at {count:,} entries ({sum(left):,} left out)")
+        rest = _shape(rest, whole, count, left, maps)
+        said.append(f"{step} inside cut at {count:,} entries ({sum(left):,} left out)")
         said[-1] += f": {more}" if more else ""
-    if spent(rest) > room:
-        chars = _most(lambda c: spent(_cut(rest, c)) <= room, SHORTEST, max(_widest(rest), 1))
-        rest = _cut(rest, chars)
-        said.append(f"texts over {chars:,} characters cut (…)")
     if spent(rest) > room:
         rest = {}
         said.append("nothing of this answer fits: ask for less")
