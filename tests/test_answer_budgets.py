@@ -319,3 +319,17 @@ def test_hold_brings_any_answer_within_any_budget_and_keeps_the_envelope(content
         assert [len(r) for r in body["rows"] if isinstance(r, list)] == [
             len(r) for r in rows if isinstance(r, list)
         ]
+
+
+@pytest.mark.slow
+def test_no_next_offset_passes_the_largest_offset_the_tool_takes(server, monkeypatch):
+    monkeypatch.setenv("GHINDEX_MCP_MAX_TOKENS", "1000")
+    rows = call(
+        server,
+        "sql",
+        {"query": "SELECT range AS n FROM range(200000)", "max_rows": 1000, "offset": 99_990},
+    )
+    found = call(server, "search", {"query": "issue", "mode": "sparse", "top_k": 50, "offset": 149})
+
+    assert rows["truncated"] and rows.get("next_offset", 0) <= 100_000
+    assert found.get("next_offset", 0) <= 150

@@ -17,7 +17,7 @@ from ghindex.query.snapshot import SQL_TIMEOUT, Snapshot
 from ghindex.serve import budget
 from ghindex.serve.holder import SnapshotHolder
 from ghindex.vocabulary import hidden
-from ghindex.vocabulary.limits import HANDLES
+from ghindex.vocabulary.limits import HANDLES, MAX_OFFSET
 from ghindex.vocabulary.tokens import most_chars
 
 MAX_TOP_K = 50
@@ -114,7 +114,7 @@ def related(snapshot: Snapshot, handle: str, hops: int, offset: int = 0) -> dict
     answer = envelope(snapshot, body)
     limit = budget.budget()
     budget.fit(answer, "nearest", limit, None, what="nearest items")
-    budget.fit(answer, "neighbours", limit, offset, what="linked items")
+    budget.fit(answer, "neighbours", limit, offset, what="linked items", most=MAX_OFFSET)
     budget.hold(answer, limit, more=f"sql over edges lists every link: {_links_sql(handle)}")
     return answer
 
@@ -149,11 +149,14 @@ def sql(
             **({"hint": result.hint} if result.hint else {}),
         },
     )
-    if budget.fit(answer, "rows", limit, offset, what="rows"):
+    if budget.fit(answer, "rows", limit, offset, what="rows", most=MAX_OFFSET):
         answer["row_count"] = len(answer["rows"])
     elif result.truncated and result.reason and result.reason.startswith("cut at"):
-        answer["next_offset"] = offset + len(result.rows)
-        answer["truncated_reason"] += f"; ask again with offset={answer['next_offset']}"
+        if offset + len(result.rows) <= MAX_OFFSET:
+            answer["next_offset"] = offset + len(result.rows)
+            answer["truncated_reason"] += f"; ask again with offset={answer['next_offset']}"
+        else:
+            answer["truncated_reason"] += f"; the rest lies past offset {MAX_OFFSET:,}"
     # a row is never cut into fewer columns: what is too big inside it is
     if budget.hold(answer, limit, whole=("columns", "rows")):
         answer["row_count"] = len(answer["rows"])
