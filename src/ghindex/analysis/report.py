@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import duckdb
 
 from ghindex.state.database import no_state
+from ghindex.vocabulary import hidden
 
 # Duration buckets for latency histograms, in hours.
 BUCKETS = [
@@ -402,7 +403,7 @@ def _table(report: Report, name: str, noun: tuple[str, str], con, sql: str) -> t
     many of the view's rows it lists (`noun`: what a row is, singular and plural)."""
     cursor = con.execute(sql)
     columns = [d[0] for d in cursor.description]
-    rows = [[html.escape(str(v)) for v in row] for row in cursor.fetchall()]
+    rows = [[cell(v) for v in row] for row in cursor.fetchall()]
     report.tables[name] = len(rows)
     return _grid(columns, rows), _listed(report, name, noun, con)
 
@@ -428,11 +429,11 @@ def _items(
     rows = []
     for repo, url, handle, *rest in cursor.fetchall():
         target = _link(url, hosts.get(repo))
-        cell = html.escape(handle)
+        shown = cell(handle)
         if target:
-            cell = f'<a href="{html.escape(target)}">{cell}</a>'
+            shown = f'<a href="{html.escape(target)}">{shown}</a>'
             report.links += 1
-        rows.append([cell, *(html.escape(str(v)) for v in rest)])
+        rows.append([shown, *(cell(v) for v in rest)])
     report.tables[name] = len(rows)
     return _grid(columns, rows, kind="items"), _listed(report, name, noun, con)
 
@@ -453,6 +454,13 @@ def _host(url: str | None) -> str | None:
         return urlsplit(url).hostname if url else None
     except ValueError:
         return None
+
+
+def cell(value: object) -> str:
+    """A value from the state as the text of a table cell: HTML-escaped (a title's
+    `<img>` is text, not an image) and with what renders as nothing shown as escapes
+    (`vocabulary/hidden.py`)."""
+    return html.escape(hidden.shown(str(value)))
 
 
 def _grid(columns: Sequence[str], rows: Sequence[Sequence[str]], kind: str = "people") -> str:

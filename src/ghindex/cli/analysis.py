@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ghindex.analysis.cells import csv_cell, markdown_cell
 from ghindex.cli.base import Context, cli, json_option, open_for_query, snapshot_options
 from ghindex.cli.output import emit_json, say, visible
 
@@ -129,20 +130,22 @@ def report(obj: Context, out: str, snapshot: str | None, store: str | None, as_j
 
 
 def csv_text(columns: list[str], rows: list[list]) -> str:
-    """Rows as CSV. Printed through `say`, so a value's terminal controls are escaped
-    (`\\u001b`); `--json` (or `ghindex export`) gives the values exactly."""
+    """Rows as CSV, each text that begins like a formula written after a `'`
+    (`analysis/cells.py`). Printed through `say`, so a value's terminal controls are
+    escaped (`\\u001b`); `--json` (or `ghindex export`) gives the values exactly."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return visible(out.getvalue())
 
 
 def grid_text(columns: list[str], rows: list[list], *, markdown: bool = False) -> str:
-    """Rows as an aligned table (or a Markdown one), each cell on one line and made
-    `visible` before the columns are measured."""
-    columns = [_cell(c) for c in columns]
-    cells = [[_cell(v) for v in row] for row in rows]
+    """Rows as an aligned table (or a Markdown one, its cells made inert:
+    `analysis/cells.py`), each cell on one line and made `visible` before the columns
+    are measured."""
+    columns = [_cell(c, markdown) for c in columns]
+    cells = [[_cell(v, markdown) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
 
     def line(values):
@@ -157,9 +160,10 @@ def grid_text(columns: list[str], rows: list[list], *, markdown: bool = False) -
     return "\n".join([line(columns), rule, *(line(r) for r in cells)])
 
 
-def _cell(value) -> str:
+def _cell(value, markdown: bool = False) -> str:
     if value is None:
         return ""
-    if isinstance(value, list | dict):
-        return visible(json.dumps(value, default=str))
-    return visible(str(value).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
+    text = json.dumps(value, default=str) if isinstance(value, list | dict) else str(value)
+    if markdown:
+        return visible(markdown_cell(text))
+    return visible(text.replace("\r\n", " ").replace("\n", " ").replace("\t", " "))

@@ -157,7 +157,7 @@ def search(
     type=click.IntRange(100, 50_000),
     default=4000,
     show_default=True,
-    help="Budget for the passages (about four characters a token).",
+    help="Budget for the passages, in tokens (estimated per script, as docs/mcp.md says).",
 )
 @filter_options(*CONTEXT_FILTERS)
 @snapshot_options

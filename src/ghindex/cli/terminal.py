@@ -4,8 +4,10 @@ Titles, bodies, comments, labels, logins, paths, SQL values and error messages c
 from GitHub or from the person typing, and a terminal acts on some characters instead
 of showing them: ESC starts OSC 52 clipboard writes, window titles, OSC 8 links,
 screen clears and the alternate screen; backspace and carriage return overwrite what
-was shown; bidirectional overrides reorder it. Every line for a person goes through
-`say` (or `visible`), which writes those characters as escapes; tab and newline stay.
+was shown; bidirectional overrides reorder it; and some characters render as nothing at all
+(tag characters, zero-width characters: `vocabulary/hidden.py`), hiding text from the
+person reading. Every line for a person goes through `say` (or `visible`), which
+writes those characters as escapes; tab and newline stay.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 
 import click
 
+from ghindex.vocabulary import hidden
+
 # Characters a terminal acts on instead of showing: C0 controls but tab and newline
 # (so also BEL, backspace, carriage return, ESC), DEL, the C1 controls (8-bit CSI, OSC
 # and the rest), and the bidirectional marks, overrides and isolates that reorder text.
@@ -21,10 +25,12 @@ ACTIVE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202
 
 
 def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as an escape
-    (`\\u001b` for ESC): the same form JSON uses, so JSON text stays JSON. A carriage
-    return that ends a line (CRLF, as GitHub stores most bodies) is the line's end."""
-    return ACTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text.replace("\r\n", "\n"))
+    """`text` with every character a terminal would act on, or that renders as
+    nothing, written as an escape (`\\u001b` for ESC, `\\u200b`): the same form JSON
+    uses, so JSON text stays JSON. A carriage return that ends a line (CRLF, as GitHub
+    stores most bodies) is the line's end."""
+    shown = ACTIVE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text.replace("\r\n", "\n"))
+    return hidden.shown(shown)
 
 
 def say(text: object = "", *, err: bool = False, nl: bool = True) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ghindex.index.chunking import estimate_tokens
 from ghindex.query.hits import SearchResponse, excerpt
+from ghindex.vocabulary.tokens import estimate as tokens
+from ghindex.vocabulary.tokens import most_chars, within
 
 CANDIDATES = 20  # hits considered for a pack
 CITATION_TOKENS = 30  # what the fields around a passage cost
@@ -30,7 +31,7 @@ def pack(response: SearchResponse, max_tokens: int) -> dict[str, Any]:
         cost = tokens(text) + CITATION_TOKENS
         if used + cost > max_tokens:
             if not passages and max_tokens > 60:
-                text = text[: (max_tokens - 40) * 4]
+                text = within(text, max_tokens - CITATION_TOKENS)
                 cost = tokens(text) + CITATION_TOKENS
             else:
                 continue
@@ -64,11 +65,5 @@ def passage(text: str, question: str) -> str:
     if tokens(text) <= PASSAGE_TOKENS:
         return text
     crumb, _, body = text.partition("\n\n")
-    room = PASSAGE_TOKENS * 4 - len(crumb) - 2
+    room = most_chars(PASSAGE_TOKENS) - len(crumb) - 2
     return f"{crumb}\n\n{excerpt(body, max(room, 200), question)}"
-
-
-def tokens(text: str) -> int:
-    """Tokens an LLM will count, estimated without a model: four characters each, or one
-    per word and punctuation mark when that is more (JSON, code, tables)."""
-    return max((len(text) + 3) // 4, estimate_tokens(text))

@@ -50,6 +50,8 @@ class Hit:
     text: ClassVar[str] = ""
     vector: ClassVar[Any] = None
     row_id: ClassVar[int | None] = None  # Lance's row id when only a few columns were read
+    # characters that render as nothing a door removed from it (vocabulary/hidden.py)
+    hidden_characters: ClassVar[int] = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,20 +16,32 @@ from ghindex.query.hits import Hit
 from ghindex.query.snapshot import SQL_TIMEOUT, Snapshot
 from ghindex.serve import budget
 from ghindex.serve.holder import SnapshotHolder
-from ghindex.vocabulary.limits import HANDLES
+from ghindex.vocabulary import hidden
+from ghindex.vocabulary.limits import HANDLES, MAX_OFFSET
+from ghindex.vocabulary.tokens import most_chars
 
 MAX_TOP_K = 50
 MAX_HANDLES = HANDLES
 MAX_SEARCH_OFFSET = 150  # a search ranks offset + top_k items
 SQL_MAX_ROWS = 1000
+# where to read what `budget.hold` cut from a list inside an answer
+SEE_ALL_ROWS = "fetch an item for all its matching rows and links"
+ALL_REPOS = "sql `SELECT * FROM sync_state` lists every repository's cursors"
+
+
+def _links_sql(handle: str) -> str:
+    quoted = handle.replace("'", "''")[:200]
+    return f"`SELECT * FROM edges WHERE src = '{quoted}' OR dst = '{quoted}'`"
 
 
 def envelope(snapshot: Snapshot, body: dict[str, Any]) -> dict[str, Any]:
-    """Every answer says which snapshot it comes from and how old that is."""
+    """Every answer says which snapshot it comes from and how old that is; its text
+    comes without what renders as nothing (`vocabulary/hidden.py`), each item that
+    carried some counting them in `hidden_characters`."""
     return {
         "snapshot_id": snapshot.snapshot_id,
         "snapshot_age_seconds": snapshot.age_seconds(),
-        **body,
+        **hidden.cleaned(body),
     }
 
 
@@ -77,20 +89,22 @@ def search(
     limit = budget.budget()
     # linked items go first, then whole results from the end
     budget.fit(answer, "graph_results", limit, None, what="linked items")
-    budget.fit(answer, "results", limit, offset, what="results")
+    budget.fit(answer, "results", limit, offset, what="results", most=MAX_SEARCH_OFFSET)
+    budget.hold(answer, limit, more=SEE_ALL_ROWS)
     return answer
 
 
 def fetch(snapshot: Snapshot, handles: list[str], max_chars: int, skip: int = 0) -> dict:
     """The items within `max_chars` and the answer budget, whichever is smaller."""
     limit = budget.budget()
-    room = min(max_chars, limit * 3)  # characters: about three a token in JSON
+    room = min(max_chars, most_chars(limit))
     for _ in range(4):
         answer = envelope(snapshot, snapshot.fetch(handles, max_chars=room, skip=skip))
         spent = budget.cost(answer)
         if spent <= limit or room <= 400:
-            return answer
+            break
         room = max(int(room * limit / spent * 0.9), 400)
+    budget.hold(answer, limit, more="fetch fewer handles at a time")
     return answer
 
 
@@ -100,7 +114,8 @@ def related(snapshot: Snapshot, handle: str, hops: int, offset: int = 0) -> dict
     answer = envelope(snapshot, body)
     limit = budget.budget()
     budget.fit(answer, "nearest", limit, None, what="nearest items")
-    budget.fit(answer, "neighbours", limit, offset, what="linked items")
+    budget.fit(answer, "neighbours", limit, offset, what="linked items", most=MAX_OFFSET)
+    budget.hold(answer, limit, more=f"sql over edges lists every link: {_links_sql(handle)}")
     return answer
 
 
@@ -110,6 +125,7 @@ def context(snapshot: Snapshot, question: str, chosen: Filters, max_tokens: int)
     room = min(max_tokens, budget.budget() - 600)  # the fields around the passages
     answer = envelope(snapshot, snapshot.context(question, chosen, max_tokens=room))
     budget.fit(answer, "passages", budget.budget(), None, what="passages")
+    budget.hold(answer, budget.budget())
     return answer
 
 
@@ -119,7 +135,7 @@ def sql(
     """One read-only statement over the state database, with row, time and token limits."""
     limit = budget.budget()
     result = snapshot.sql(
-        query, max_rows=max_rows, timeout=timeout, offset=offset, max_bytes=limit * 4
+        query, max_rows=max_rows, timeout=timeout, offset=offset, max_bytes=most_chars(limit)
     )
     answer = envelope(
         snapshot,
@@ -133,11 +149,17 @@ def sql(
             **({"hint": result.hint} if result.hint else {}),
         },
     )
-    if budget.fit(answer, "rows", limit, offset, what="rows"):
+    if budget.fit(answer, "rows", limit, offset, what="rows", most=MAX_OFFSET):
         answer["row_count"] = len(answer["rows"])
     elif result.truncated and result.reason and result.reason.startswith("cut at"):
-        answer["next_offset"] = offset + len(result.rows)
-        answer["truncated_reason"] += f"; ask again with offset={answer['next_offset']}"
+        if offset + len(result.rows) <= MAX_OFFSET:
+            answer["next_offset"] = offset + len(result.rows)
+            answer["truncated_reason"] += f"; ask again with offset={answer['next_offset']}"
+        else:
+            answer["truncated_reason"] += f"; the rest lies past offset {MAX_OFFSET:,}"
+    # a row is never cut into fewer columns: what is too big inside it is
+    if budget.hold(answer, limit, whole=("columns", "rows")):
+        answer["row_count"] = len(answer["rows"])
     return answer
 
 
@@ -149,15 +171,16 @@ def status(holder: SnapshotHolder) -> dict[str, Any]:
         return {
             "snapshot_id": None,
             "snapshot_age_seconds": None,
-            "status": holder.empty_reason(),
-            "sync": sync,
+            **hidden.cleaned({"status": holder.empty_reason(), "sync": sync}),
         }
     summary = snapshot.status(check=False)
     # the envelope says which snapshot and how old; where it lies on the server is not
     # the agent's business
     for key in ("source", "snapshot_id", "age_seconds"):
         summary.pop(key, None)
-    return envelope(snapshot, {"status": "serving", **summary, "sync": sync})
+    answer = envelope(snapshot, {"status": "serving", **summary, "sync": sync})
+    budget.hold(answer, budget.budget(), more=ALL_REPOS)
+    return answer
 
 
 def _result(hit: Hit, *, reranked: bool) -> dict[str, Any]:

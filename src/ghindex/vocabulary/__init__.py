@@ -8,6 +8,9 @@ serving import it instead of spelling it again:
 - `types`: document types, entity types and the types a search can be narrowed to;
 - `tables`: the tables and views of the state database;
 - `limits`: how big a request may be, checked by every door before work starts.
+- `tokens`: what a text costs a language model's context, the one estimate answers are
+  sized by;
+- `hidden`: the characters that render as nothing, which every door removes or shows.
 
 These modules import nothing else from ghindex but `errors`, so any stage can use them.
 """
