@@ -61,7 +61,7 @@ _COMMAND = re.compile(
     + "|".join(f"(?P<c{i}>{pattern})" for i, (pattern, _) in enumerate(_COMMANDS))
     + r")(?:\.exe)?(?=[ \t])"
 )
-_NAME_CHAR = re.compile(r"[\w./-]")
+_NAME_CHAR = re.compile(r"[\w.-]")  # `/usr/bin/docker` is docker
 _KEY_CHAR = re.compile(r"[\w-]")
 # The rest of the command's line: to the end of the line, a pipe or a `;`/`&&`.
 _ARGUMENTS = re.compile(r"(?:\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\n|;&\"']){0,2000}")

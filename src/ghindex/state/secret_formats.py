@@ -222,7 +222,7 @@ _PROVIDER: list[
     # Linear API keys and OAuth tokens (`lin_api_`, `lin_oauth_`, Linear API docs).
     ("linear-token", re.compile(r"(?<![A-Za-z0-9_])lin_(?:api|oauth)_[A-Za-z0-9]{32,64}")),
     # Google OAuth 2.0 refresh tokens (`1//0` and base64url) and access tokens (`ya29.`).
-    ("google-oauth-token", re.compile(r"(?<![A-Za-z0-9/_-])1//0[A-Za-z0-9_-]{35,}")),
+    ("google-oauth-token", re.compile(r"(?<![A-Za-z0-9_-])1//0[A-Za-z0-9_-]{35,}")),
     ("google-oauth-token", re.compile(r"(?<![A-Za-z0-9_.-])ya29\.[A-Za-z0-9_-]{30,}")),
     # Twitter/X app-only bearer tokens: a run of `A`, then percent-encoded base64.
     (
@@ -310,21 +310,24 @@ def _base58check(value: str) -> bool:
     return len(raw) > 4 and hashlib.sha256(hashlib.sha256(body).digest()).digest()[:4] == check
 
 
-# An AWS secret access key written beside its key id, as the console's credentials CSV
-# (`Access key ID,Secret access key`), `BasicAWSCredentials("AKIA…", "…")` and tables do:
-# 40 characters of base64 right after the id (or the marker an earlier redaction left in
-# its place), with only a separator between.
+# A secret access key written beside its key id, as AWS's console credentials CSV
+# (`Access key ID,Secret access key`), `BasicAWSCredentials("AKIA…", "…")`, tables and
+# `gsutil`'s HMAC keys (`GOOG1…` and its secret) do: 40 characters of base64 right after
+# the id (or the marker an earlier redaction left in its place), with only a separator
+# between, or the word "secret".
 _AWS_PAIR = re.compile(
-    r"(?:(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|\[redacted:aws-access-key-id\])"
-    r"[\"']?(?:[ \t]*[,;|:][ \t]*|[ \t]+)[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    r"(?:(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|(?<![A-Z0-9])GOOG1[A-Z0-9]{50,60}"
+    r"|\[redacted:(?:aws-access-key-id|gcs-hmac-key)\])"
+    r"[\"']?(?:[ \t]*[,;|:][ \t]*|[ \t]+)"
+    r"(?:secret(?:[ _-]?access)?(?:[ _-]?key)?[ \t]*[:=]?[ \t]*)?"
+    r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
-
-
-_AWS_PAIR_NEEDLES = ("AKIA", "ASIA", "ABIA", "ACCA", "[redacted:aws-access-key-id]")
+_AWS_PAIR_NEEDLES = ("AKIA", "ASIA", "ABIA", "ACCA", "GOOG1", "[redacted:aws-access-key-id]")
+_AWS_PAIR_NEEDLES += ("[redacted:gcs-hmac-key]",)
 
 
 def aws_secret_pairs(text: str) -> list[Span]:
-    """AWS secret keys beside their key id (read before markers are masked)."""
+    """Secret access keys beside their key id (read before markers are masked)."""
     if not any(n in text for n in _AWS_PAIR_NEEDLES):
         return []
     return [

@@ -123,12 +123,16 @@ def encoded(text: str, find: Callable[[str], list[Span]]) -> list[Span]:
     ]
     runs += [(m, "hex", decoded_hex(m.group(0))) for m in _HEX_RUN.finditer(text)]
     for match, encoding, decoded in runs:
+        start, end = match.span()
+        if decoded is None and encoding == "base64" and "/" in match.group(0):
+            start = text.rindex("/", start, end) + 1  # glued on by a path: `fix/<base64>`
+            decoded = decoded_text(text[start:end], words=False)
         if decoded is None:
             continue
         if found := find(decoded):
-            spans.append((match.start(), match.end(), f"{encoding}-{found[0][2]}"))
+            spans.append((start, end, f"{encoding}-{found[0][2]}"))
         elif user_password(decoded):  # Basic auth's and Docker's `auth`: user:password
-            spans.append((match.start(), match.end(), f"{encoding}-password"))
+            spans.append((start, end, f"{encoding}-password"))
     return spans
 
 
@@ -356,6 +360,8 @@ _PUBLIC = re.compile(r"(?i)(?:^|[_.-])(?:public|pub)(?:$|[_.-])")
 
 
 def _secret_name(name: str) -> bool:
+    if name == "_auth":  # npm's `.npmrc`: base64 of user:password
+        return True
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip("-"))  # accessToken: access_Token
     return (
         bool(_SECRET_WORD.search(words))

@@ -57,7 +57,7 @@ _ESCAPES = (
 _HIDING = re.compile(_ESCAPES)
 # `_` and `-` are everywhere: the wrapped-line branch is used only in a text that has a
 # line ending in one.
-_HIDING_WRAPPED = re.compile(_ESCAPES + r"|(?P<wrap>[_-])\r?\n[ \t>+]*(?=[A-Za-z0-9])")
+_HIDING_WRAPPED = re.compile(_ESCAPES + r"|(?P<wrap>[_-])\r?\n[ \t>+]*(?=[A-Za-z0-9_-])")
 _WRAPS = ("_\n", "-\n", "_\r\n", "-\r\n")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=:@")
 # Percent-encoding: only RFC 3986's unreserved characters, which a URL never needs to

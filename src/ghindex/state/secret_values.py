@@ -31,14 +31,19 @@ PLACEHOLDERS = re.compile(
 
 # A value that is code, a reference or prose rather than the secret itself.
 CODE_VALUE = re.compile(
-    r"(?i:^(?:[~./\\]|[a-z][a-z0-9+.-]*://(?![^/@]+@)|\$|%|&|\*|@|!|\?|=|#|\+|-|\d{1,6}$"
+    # a path, a URL, a variable, a reference (`&x`, `*ptr`, `@attr`, `!Ref`), a number, a
+    # flag: code; not a value that only starts with a mark (`%dA2Ok…`, `+563Hsb…`, `/AbC…`)
+    r"(?i:^(?:~(?:/|$)|\.|\\|/(?![A-Za-z0-9+=]{20})|[a-z][a-z0-9+.-]*://(?![^/@]+@)|\$"
+    r"|%\w+%$|(?-i:[&*@!?=#][A-Za-z_][a-z0-9_.:]*(?:[A-Z][a-z0-9_.:]+)*$)|[?=]|[+-][\d.]*$|--?[a-z][a-z-]*$|\d{1,6}$"
     r"|(?:true|false|null|none|nil|undefined|yes|no|on|off|string|str|bytes|bool|boolean"
     r"|int|integer|number|float|object|dict|list|any|optional|required|env|secret|hidden"
     r"|masked|empty|unset|default|todo|tbd|n/a|na|test|testing|debug)$))"
     r"|^[A-Za-z_]+(?:\.[A-Za-z_]+)+$"  # settings.TOKEN, os.environ
     r"|^[A-Za-z_][A-Za-z0-9_.]*(?:\[|\()"  # call or subscript
     r"|^[a-z]+(?:[_-][a-z]+)*$"  # lower-case words: a name, not a value
-    r"|^(?:[A-Z]{2,})?[A-Z]?[a-z]{2,}(?:[A-Z][a-z]+)*(?:[A-Z]{2,})?$"  # CamelCase: a type
+    # CamelCase of words (`SecretStr`), not of random letters (`avfZicbjHfTaNm`): a type
+    r"|^(?:[A-Z]{2,})?[A-Z]?[a-z]{2,}(?:[A-Z][a-z]{2,}|[A-Z][a-z](?=[A-Z][a-z]{2}))*"
+    r"(?:[A-Z]{2,})?$"
     r"|^[A-Z]+(?:_[A-Z]+)+$"  # CONSTANT_NAME: another variable
     r"|^[a-z]{2,}(?:_[a-z]{2,}|_?[A-Z][a-z]{2,})+\d{0,4}$"  # this_hidToken10: a variable
 )
