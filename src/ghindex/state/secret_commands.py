@@ -89,11 +89,13 @@ def command_passwords(text: str) -> list[Span]:
 
 def _on_line(text: str, start: int, end: int) -> list[Span]:
     spans: list[Span] = []
+    reach = start  # arguments already read: a command named inside them is one of them
     for match in _COMMAND.finditer(text, start, end):
-        if match.start() and _NAME_CHAR.match(text, match.start() - 1):
+        if match.start() < reach or (match.start() and _NAME_CHAR.match(text, match.start() - 1)):
             continue
         options = _COMMANDS[int(match.lastgroup[1:])][1]
         rest = _ARGUMENTS.match(text, match.end())
+        reach = rest.end()
         words = list(_WORD.finditer(text, rest.start(), rest.end()))
         for i, word in enumerate(words):
             found = _value(word, words[i + 1] if i + 1 < len(words) else None, options)

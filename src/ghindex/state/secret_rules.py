@@ -114,6 +114,9 @@ _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,65536}={0,2}")
 _HEX_RUN = re.compile(r"[0-9A-Fa-f]{24,65536}+")  # whole runs: a shorter one is never matched
 
 
+_GLUED = re.compile(r"[+/_-]+|.*/")  # a diff's `+`, a path's `dir/` before the base64
+
+
 def encoded(text: str, find: Callable[[str], list[Span]]) -> list[Span]:
     """Base64 and hex runs whose decoded text holds a secret (`find` on the decoded
     text): a credentials file, a `user:password`, a bare token written as base64."""
@@ -124,9 +127,11 @@ def encoded(text: str, find: Callable[[str], list[Span]]) -> list[Span]:
     runs += [(m, "hex", decoded_hex(m.group(0))) for m in _HEX_RUN.finditer(text)]
     for match, encoding, decoded in runs:
         start, end = match.span()
-        if decoded is None and encoding == "base64" and "/" in match.group(0):
-            start = text.rindex("/", start, end) + 1  # glued on by a path: `fix/<base64>`
-            decoded = decoded_text(text[start:end], words=False)
+        if decoded is None and encoding == "base64":  # glued on: `fix/<base64>`, `+<base64>`
+            glued = _GLUED.match(match.group(0))
+            if glued is not None and glued.end() < len(match.group(0)):
+                start += glued.end()
+                decoded = decoded_text(text[start:end], words=False)
         if decoded is None:
             continue
         if found := find(decoded):
