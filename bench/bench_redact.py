@@ -42,7 +42,7 @@ from bench.bench_secret_candidates import (
     throughput,
 )
 from ghindex.state.redact import find, redact
-from testkit.secrets_corpus import corpus
+from testkit.secrets_corpus import FAMILIES, corpus
 
 ADVERSARIAL = {
     "20 KB of dashes": "-" * 20_000,
@@ -183,6 +183,30 @@ def scale(rows: int) -> dict[str, dict]:
         return out
 
 
+# Fields of the bundled sample that GitHub generates (ids, cursors, URLs): not scanned.
+_GENERATED_FIELDS = {"id", "oid", "cursor", "__typename", "url", "resourcePath", "endCursor"}
+
+
+def sample_documents() -> list[dict]:
+    """Every string people wrote in the bundled sample (src/ghindex/sample), as documents."""
+    from importlib import resources
+
+    def strings(value, path):
+        if isinstance(value, str) and len(value) >= 8:
+            yield path, value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in _GENERATED_FIELDS:
+                    yield from strings(item, f"{path}.{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from strings(item, f"{path}[{i}]")
+
+    text = (resources.files("ghindex") / "sample" / "github3py.jsonl").read_text("utf-8")
+    pages = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [{"id": p, "body": v} for n, page in enumerate(pages) for p, v in strings(page, str(n))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -196,15 +220,27 @@ def main() -> None:
         return
 
     print(f"# redaction, {platform.node()}, {datetime.now(UTC):%Y-%m-%d}\n")
-    rows = recall(find, corpus())
+    secrets = corpus()
+    rows = recall(find, secrets)
     placed = sum(p for p, _f, _m in rows.values())
     found = sum(f for _p, f, _m in rows.values())
     print(f"recall: {found}/{placed} placements of {len(rows)} formats ({found / placed:.2%})")
+    print("\n| family | formats | placements found |\n|---|--:|--:|")
+    for family in FAMILIES:
+        names = {s.format for s in secrets if s.family == family}
+        got = [rows[n] for n in names]
+        print(
+            f"| {family} | {len(names)} | {sum(f for _p, f, _m in got)} / "
+            f"{sum(p for p, _f, _m in got)} |"
+        )
     for name, (_p, _f, missed) in rows.items():
         if missed:
             print(f"- {name}: missed in {', '.join(missed)}")
-    for name in ("httpx-changelog", "secp256k1-issues", "secp256k1-full"):
-        docs = documents(EVAL, name)
+    sets = {
+        n: documents(EVAL, n) for n in ("httpx-changelog", "secp256k1-issues", "secp256k1-full")
+    }
+    sets["bundled sample"] = sample_documents()
+    for name, docs in sets.items():
         hits = false_alarms(find, docs)
         touched = len({h[0] for h in hits})
         print(

@@ -61,6 +61,7 @@ ALPHABETS = {
     "T": ALNUM + "_~.-",  # Azure AD client secrets
     "P": ALNUM + "._",  # Salesforce session ids
     "r": string.ascii_lowercase + string.digits + "-_",  # Terraform Cloud tokens
+    "w": ALNUM + "!#%^~@-",  # passwords people choose, with marks
 }
 
 # A random run is drawn again if it reads as a placeholder (or a redactor's marker).
@@ -79,7 +80,20 @@ class Secret:
     family: str = "provider"  # what a detector has to go on: see the module's docstring
 
 
-FAMILIES = ("provider", "context", "assignment", "header", "url", "key-block", "encoded", "prose")
+FAMILIES = (
+    "provider",
+    "context",
+    "assignment",
+    "header",
+    "url",
+    "key-block",
+    "encoded",
+    "prose",
+    "command",
+    "config",
+    "long",
+    "obfuscated",
+)
 
 
 # ------------------------------------------------------------------------ pieces
@@ -283,6 +297,22 @@ def _putty(rng: random.Random, _arg: str) -> tuple[str, list[str]]:
     return text, [*(line for line in private_lines if len(line) >= 16), mac]
 
 
+def _ssh2(rng: random.Random, _arg: str) -> tuple[str, list[str]]:
+    """An ssh.com (RFC 4716 layout) encrypted private key: `---- BEGIN SSH2 ENCRYPTED
+    PRIVATE KEY ----`, a quoted `Comment:` header, 70-character base64 lines."""
+    data = b"\x3f\x6f\xf9\xeb" + rng.randbytes(600)
+    lines = _wrap(base64.b64encode(data).decode(), 70)
+    text = "\n".join(
+        [
+            "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----",
+            f'Comment: "rsa-key-2024{rng.randint(1, 12):02d}{rng.randint(10, 28)}"',
+            *lines,
+            "---- END SSH2 ENCRYPTED PRIVATE KEY ----",
+        ]
+    )
+    return text, [line for line in lines if len(line) >= 16]
+
+
 # Templates that are base64-encoded whole by `{@b64:name}` (standard, padded),
 # `{@b64u:name}` (URL-safe, unpadded) or `{@b64a:name}` (unpadded, letters and digits).
 _INNER = {
@@ -335,6 +365,7 @@ _MAKERS: dict[str, Callable[[random.Random, str], str | tuple[str, list[str]]]] 
     "pem": _pem,
     "pgp": _pgp,
     "putty": _putty,
+    "ssh2": _ssh2,
     "b64": _encoded("b64"),
     "b64u": _encoded("b64u"),
     "b64a": _encoded("b64a"),
@@ -413,6 +444,11 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("google-oauth-access-token", "ya29 token: [[ya29.a0{S:180}]]"),
         ("gcs-hmac-key", "gsutil config: access id [[GOOG1E{M:54}]] secret [[{B:40}]]"),
         ("azure-ad-client-secret", "AZURE_CLIENT_SECRET=[[{N:3}8Q~{T:34}]]"),
+        ("azure-ad-client-secret-bare", "the app's value is [[{N:3}8Q~{T:34}]] for now"),
+        ("aws-session-token-bare", "[[IQoJb3JpZ2luX2Vj{B:600}]]"),
+        ("aws-session-token-legacy", "[[FwoGZXIvYXdzE{B:500}]]"),
+        ("google-oauth-refresh-token-bare", "[[1//0{S:1}{S:98}]]"),
+        ("google-oauth-access-token-bare", "[[ya29.a0{S:180}]]"),
         ("digitalocean-pat", "doctl auth init -t [[dop_v1_{H:64}]]"),
         ("digitalocean-oauth-token", "DIGITALOCEAN_ACCESS_TOKEN=[[doo_v1_{H:64}]]"),
         ("digitalocean-refresh-token", '"refresh_token": "[[dor_v1_{H:64}]]"'),
@@ -496,6 +532,8 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("npm-token", "[[{@gh:npm}]]"),
         ("npmrc-auth-token", "//registry.npmjs.org/:_authToken=[[{@gh:npm}]]"),
         ("pypi-token", "[[pypi-AgEIcHlwaS5vcmc{S:80}]]"),
+        ("testpypi-token", "[[pypi-AgENdGVzdC5weXBpLm9yZw{S:120}]]"),
+        ("nuget-api-key-bare", "[[oy2{n:43}]]"),
         ("rubygems-api-key", "GEM_HOST_API_KEY=[[rubygems_{H:48}]]"),
         ("nuget-api-key", "dotnet nuget push app.nupkg --api-key [[oy2{n:43}]]"),
         ("crates-io-token", "cargo login [[cio{N:32}]]"),
@@ -529,6 +567,7 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("dropbox-short-lived-token", "DROPBOX_ACCESS_TOKEN=[[sl.B{S:137}]]"),
         ("dropbox-long-lived-token", "dropbox token [[{n:11}AAAAAAAAAA{S:43}]]"),
         ("linear-api-key", "LINEAR_API_KEY=[[lin_api_{N:40}]]"),
+        ("linear-oauth-token", "[[lin_oauth_{H:64}]]"),
         ("notion-integration-token", "NOTION_TOKEN=[[ntn_{D:11}{N:35}]]"),
         ("notion-legacy-token", 'notion = Client(auth="[[secret_{N:43}]]")'),
         ("airtable-pat", "AIRTABLE_API_KEY=[[pat{N:14}.{H:64}]]"),
@@ -562,10 +601,14 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
             "curl -s --user 'api:[[key-{H:32}]]' https://api.mailgun.net/v3/mg.acme.io/messages",
         ),
         ("mailchimp-key", "[[{H:32}-us{@int:1-20}]]"),
+        ("mailgun-legacy-key-bare", "[[key-{H:32}]]"),
+        ("mailgun-private-key", "[[{H:32}-{H:8}-{H:8}]]"),
         ("brevo-api-key", "BREVO_API_KEY=[[xkeysib-{H:64}-{N:16}]]"),
         # payments and commerce
         ("stripe-live-secret-key", "[[sk_live_{N:24}]]"),
         ("stripe-restricted-key", "[[rk_live_{N:24}]]"),
+        ("stripe-test-secret-key", "[[sk_test_{N:24}]]"),
+        ("stripe-test-restricted-key", "[[rk_test_51{N:97}]]"),
         ("stripe-live-secret-key-long", "STRIPE_SECRET_KEY=[[sk_live_51{N:97}]]"),
         ("stripe-webhook-secret", "STRIPE_WEBHOOK_SECRET=[[whsec_{N:32}]]"),
         ("square-access-token", "SQUARE_ACCESS_TOKEN=[[EAAA{S:60}]]"),
@@ -597,6 +640,8 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("openai-admin-key", "OPENAI_ADMIN_KEY=[[sk-admin-{S:74}T3BlbkFJ{S:74}]]"),
         ("anthropic-key", "[[sk-ant-api03-{S:93}AA]]"),
         ("anthropic-admin-key", "ANTHROPIC_ADMIN_KEY=[[sk-ant-admin01-{S:93}AA]]"),
+        ("anthropic-oauth-token", "[[sk-ant-oat01-{S:93}AA]]"),
+        ("anthropic-oauth-refresh-token", "refresh with [[sk-ant-ort01-{S:93}AA]]"),
         ("huggingface-user-token", "huggingface-cli login --token [[hf_{A:34}]]"),
         ("huggingface-env-token", "HF_TOKEN=[[hf_{A:34}]]"),
         ("huggingface-org-token", "[[api_org_{A:34}]]"),
@@ -614,6 +659,7 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
             "twitter-bearer-token",
             "TWITTER_BEARER_TOKEN=[[AAAAAAAAAAAAAAAAAAAAA{N:10}AAAAAAA{N:12}%3D{N:50}]]",
         ),
+        ("twitter-bearer-token-bare", "[[AAAAAAAAAAAAAAAAAAAAA{N:10}AAAAAAA{N:12}%3D{N:50}]]"),
         ("facebook-access-token", "fb access_token=[[EAAC{N:150}]]"),
         ("adafruit-io-key", "ADAFRUIT_IO_KEY=[[aio_{N:28}]]"),
         ("jwt", "[[{@jwt:hs256}]]"),
@@ -805,6 +851,7 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("rsa-private-key-legacy-encrypted", "{@pem:RSA PRIVATE KEY/12/enc}"),
         ("pgp-private-key-block", "{@pgp}"),
         ("putty-private-key", "{@putty}"),
+        ("ssh2-rfc4716-private-key", "{@ssh2}"),
         (
             "ssh-key-in-json",
             '{"name": "deploy", "ssh_key": "{@pem:OPENSSH PRIVATE KEY/5/json}\\n"}',
@@ -837,6 +884,88 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
         ("docker-config-auth", '{"auths": {"registry.acme.io": {"auth": "[[{@b64:ci}]]"}}}'),
         ("npmrc-legacy-auth", "//npm.acme.io/:_auth=[[{@b64:npm}]]"),
     ],
+    # passwords handed to a command on its command line (#48)
+    "command": [
+        ("docker-login-p", "docker login -u ci -p [[{w:16}]] registry.acme.io"),
+        ("podman-login-password", "podman login --username ci --password [[{w:18}]] quay.io"),
+        ("helm-registry-login", "helm registry login ghcr.io -u ci -p [[{N:20}]]"),
+        ("oc-login-p", "oc login https://api.ocp.acme.io:6443 -u admin -p [[{N:16}]]"),
+        ("mysql-attached-p", "mysql -u root -p[[{N:14}]] -h db.internal app"),
+        ("mysqldump-quoted-p", "mysqldump -uroot -p'[[{w:14}]]' --all-databases > dump.sql"),
+        ("mariadb-attached-p", "mariadb -h 10.0.0.5 -u app -p[[{N:16}]]"),
+        ("sshpass-p", "sshpass -p '[[{w:14}]]' ssh deploy@10.0.0.7 uptime"),
+        ("sshpass-p-bare", "sshpass -p [[{N:14}]] scp app.tar.gz deploy@host:/srv"),
+        ("redis-cli-a", "redis-cli -h cache.internal -a [[{N:24}]] ping"),
+        ("sqlcmd-P", 'sqlcmd -S tcp:db.acme.io,1433 -U sa -P [[{w:16}]] -Q "SELECT 1"'),
+        ("ldapsearch-w", "ldapsearch -x -D cn=admin,dc=acme,dc=io -w [[{N:16}]] -b dc=acme,dc=io"),
+        ("plink-pw", "plink -ssh deploy@10.0.0.8 -pw [[{N:16}]] uptime"),
+        ("keytool-storepass", "keytool -list -keystore app.jks -storepass [[{N:16}]]"),
+        ("openssl-passin", "openssl pkcs12 -in cert.p12 -nodes -passin pass:[[{N:16}]]"),
+        ("smbclient-U", "smbclient //fs.acme.io/share -U backup%[[{N:16}]]"),
+        ("7z-attached-p", "7z x backup.7z -p[[{N:16}]] -o/tmp/restore"),
+        ("xfreerdp-p", "xfreerdp /v:10.0.0.9 /u:Administrator /p:[[{N:16}]]"),
+        ("mongosh-p", "mongosh mongodb://db.internal:27017 -u admin -p [[{N:18}]]"),
+        ("psexec-p", "psexec \\\\srv01 -u ACME\\admin -p [[{N:16}]] cmd.exe"),
+        ("ipmitool-P", "ipmitool -I lanplus -H 10.0.0.20 -U ADMIN -P [[{N:12}]] power status"),
+        ("sqlplus-user-pwd-db", "sqlplus scott/[[{N:12}]]@orcl"),
+        ("expdp-user-pwd-db", "expdp system/[[{N:12}]]@prod schemas=app directory=dp"),
+        ("sqlplus-as-sysdba", "sqlplus sys/[[{N:12}]] as sysdba"),
+        ("jdbc-oracle-thin", "jdbc:oracle:thin:app/[[{N:14}]]@db.acme.io:1521:orcl"),
+    ],
+    # passwords in code and configuration handed over by position or attribute (#48)
+    "config": [
+        ("wordpress-define", "define( 'DB_PASSWORD', '[[{w:16}]]' );"),
+        ("php-define-auth-key", "define('AUTH_KEY', '[[{w:40}]]');"),
+        ("dotnet-appsettings-add", '<add key="SmtpPassword" value="[[{w:16}]]" />'),
+        ("dotnet-add-value-first", '<add value="[[{N:32}]]" key="ApiKey"/>'),
+        ("spring-property-password", '<property name="password" value="[[{N:16}]]"/>'),
+        ("phpunit-env-token", '<env name="API_TOKEN" value="[[{N:32}]]" force="true"/>'),
+        ("xml-entry-key-password", '<entry key="db.password">[[{N:16}]]</entry>'),
+        (
+            "powershell-securestring",
+            '$pw = ConvertTo-SecureString "[[{w:16}]]" -AsPlainText -Force',
+        ),
+        ("dotnet-network-credential", 'new NetworkCredential("deploy", "[[{w:16}]]")'),
+        (
+            "aws-basic-credentials",
+            'new BasicAWSCredentials("[[AKIA{Q:16}]]", "[[{B:40}]]")',
+        ),
+        (
+            "aws-credentials-csv",
+            "User name,Password,Access key ID,Secret access key,Console login link\n"
+            "deploy,,[[AKIA{Q:16}]],[[{B:40}]],https://{D:12}.signin.aws.amazon.com/console",
+        ),
+        (
+            "azure-client-secret-credential",
+            'new ClientSecretCredential("{@uuid}", "{@uuid}", "[[{N:3}8Q~{T:34}]]")',
+        ),
+        ("java-set-password", 'dataSource.setPassword("[[{w:16}]]");'),
+        ("python-environ-subscript", 'os.environ["OPENAI_API_KEY"] = "[[{N:40}]]"'),
+        ("java-system-property", 'System.setProperty("db.password", "[[{N:16}]]");'),
+        (
+            "connection-string-at-sign",
+            "Server=db.acme.io;Database=app;User Id=app;Password=[[{N:6}@{N:6}]];",
+        ),
+        (
+            "odbc-braced-pwd",
+            "Driver={ODBC Driver 18 for SQL Server};Server=db;UID=app;PWD={[[{N:8};{N:8}]]};",
+        ),
+        (
+            "jdbc-properties-password",
+            "jdbc:sqlserver://db.acme.io:1433;databaseName=app;user=app;password=[[{w:16}]];",
+        ),
+    ],
+    # values of every length: real STS session tokens are 400 to 1,200 characters (#48)
+    "long": [
+        ("quoted-session-token-900", 'aws_session_token: "[[{B:900}]]"'),
+        ("bare-token-1200", "API_TOKEN=[[{N:1200}]]"),
+        ("single-quoted-secret-500", "client_secret = '[[{S:500}]]'"),
+        ("flag-token-700", "deploy --token [[{N:700}]]"),
+        ("sts-session-token-json", '{"SessionToken": "[[IQoJb3JpZ2luX2Vj{B:1100}]]"}'),
+        ("xml-password-600", "<password>[[{N:600}]]</password>"),
+        ("url-password-600", "https://ci:[[{N:600}]]@nexus.acme.io/repository/"),
+        ("command-login-token-800", "cargo login [[{N:800}]]"),
+    ],
     "prose": [
         ("aws-secret-in-prose", "my aws secret key is [[{B:40}]] please rotate it"),
         ("password-in-prose", "the root password on staging is now [[{N:16}]] until Friday"),
@@ -845,8 +974,73 @@ _FORMATS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+# Tokens hidden from a pattern that reads raw characters (#48): each base token (its
+# prefix, its template) with each way of hiding it (`HIDINGS`).
+_HIDDEN_BASES = [
+    ("ghp_", "{@gh:ghp}"),
+    ("glpat-", "glpat-{S:20}"),
+    ("sk-ant-oat01-", "sk-ant-oat01-{S:93}AA"),
+    ("hf_", "hf_{A:34}"),
+    ("xoxb-", "xoxb-{D:12}-{D:13}-{N:24}"),
+    ("sk_live_", "sk_live_{N:24}"),
+    ("npm_", "{@gh:npm}"),
+]
+_ESCAPED = {  # how each separator is written escaped, per way of hiding
+    "markdown escape": {"_": "\\_", "-": "\\-"},
+    "html entity": {"_": "&#95;", "-": "&#45;"},
+    "html hex entity": {"_": "&#x5f;", "-": "&#x2d;"},
+    "percent-encoding": {"_": "%5F", "-": "%2D"},
+    "json escape": {"_": "\\u005f", "-": "\\u002d"},
+}
+_INSIDE = {
+    "zero-width space": "\u200b",
+    "zero-width joiner": "\u200d",
+    "word joiner": "\u2060",
+    "soft hyphen": "\u00ad",
+}
+HIDINGS = (*_INSIDE, *_ESCAPED, "line break after the prefix", "base64", "hex")
+
+
+def hidden(token: str, prefix: str, how: str) -> tuple[str, tuple[str, ...]]:
+    """`token` hidden `how`, and the parts of it that must not survive."""
+    body = token[len(prefix) :]
+    if how in _INSIDE:
+        half = len(body) // 2
+        return prefix + body[:half] + _INSIDE[how] + body[half:], (body[:half], body[half:])
+    if how in _ESCAPED:
+        return prefix[:-1] + _ESCAPED[how][prefix[-1]] + body, (body,)
+    if how == "line break after the prefix":
+        return f"{prefix}\n{body}", (body,)
+    encoded = base64.b64encode(token.encode()).decode() if how == "base64" else token.encode().hex()
+    return encoded, (encoded,)
+
+
+def hidden_member(rng: random.Random, base: int, how: str) -> Secret:
+    prefix, template = _HIDDEN_BASES[base % len(_HIDDEN_BASES)]
+    token = _render(rng, template)[0]
+    snippet, parts = hidden(token, prefix, how)
+    name = f"{prefix.rstrip('_-')}-{how.replace(' ', '-')}"
+    return Secret(name, snippet, parts, "\n" not in snippet, "obfuscated")
+
+
+def formats(family: str) -> list[tuple[str, str]]:
+    """The (name, template) of every format of `family` (not "obfuscated")."""
+    return _FORMATS[family]
+
+
+def member(rng: random.Random, family: str, index: int) -> Secret:
+    """A fresh member of `family`: its `index`-th format (modulo) with new random values,
+    or for "obfuscated" a base token hidden one way."""
+    if family == "obfuscated":
+        return hidden_member(rng, index, HIDINGS[index // len(_HIDDEN_BASES) % len(HIDINGS)])
+    name, template = _FORMATS[family][index % len(_FORMATS[family])]
+    snippet, parts = _render(rng, template)
+    return Secret(name, snippet, tuple(dict.fromkeys(parts)), "\n" not in snippet, family)
+
+
 def corpus(seed: int = 20261201) -> list[Secret]:
-    """One synthetic secret of every format, the same for the same seed."""
+    """One synthetic secret of every format, the same for the same seed, and every base
+    token hidden every way."""
     rng = random.Random(seed)
     secrets = []
     for family, formats in _FORMATS.items():
@@ -854,6 +1048,9 @@ def corpus(seed: int = 20261201) -> list[Secret]:
             snippet, parts = _render(rng, template)
             unique = tuple(dict.fromkeys(parts))
             secrets.append(Secret(name, snippet, unique, "\n" not in snippet, family))
+    for how in HIDINGS:
+        for base in range(len(_HIDDEN_BASES)):
+            secrets.append(hidden_member(rng, base, how))
     return secrets
 
 

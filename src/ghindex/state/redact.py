@@ -37,11 +37,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from ghindex.state import secret_library, secret_rules
+from ghindex.state import secret_formats, secret_library, secret_rules, secret_text
 
 # Bump when ghindex's own rules change (a new detector wheel changes the version by
 # itself): stored text is then redacted again (`state/redaction.py`).
-RULES_VERSION = 3
+RULES_VERSION = 4
 MARKER = re.compile(r"\[redacted:([a-z0-9-]+)\]")
 _SHORTEST = 8  # no credential any rule finds is shorter
 
@@ -107,6 +107,7 @@ def find(text: str) -> list[tuple[int, int, str]]:
     """Every secret-looking span of `text` as (start, end, kind), merged, in order."""
     if len(text) < _SHORTEST:
         return []
+    paired = secret_formats.aws_secret_pairs(text)  # also beside a redacted key id
     markers = [m.span() for m in MARKER.finditer(text)]
     if markers:  # scanned as `xxxx…` (a placeholder to every rule), and never matched
         pieces, last = [], 0
@@ -114,7 +115,12 @@ def find(text: str) -> list[tuple[int, int, str]]:
             pieces += [text[last:start], "x" * (end - start)]
             last = end
         text = "".join([*pieces, text[last:]])
-    spans = _plain(text) + secret_rules.encoded(text, _plain)
+    spans = _scanned(text) + paired
+    hidden = secret_text.normalised(text)
+    if hidden is not None:  # also as it renders or decodes: `ghp\_…`, `&#95;`, a ZWSP inside
+        for low, high in hidden.windows():
+            found = _scanned(hidden.text[low:high])
+            spans += hidden.to_original([(s + low, e + low, k) for s, e, k in found])
     if markers:
         starts = [b for b, _ in markers]
         spans = [s for s in spans if not _overlaps(s, markers, starts)]
@@ -133,6 +139,10 @@ def _overlaps(
 # branch name, a path or a label it is glued on by `/`, `#`, `(`... The library sees the
 # text a second time with those as spaces (same length, so offsets hold).
 _GLUE = str.maketrans({c: " " for c in "/\\|#()[]{}<>*~^!,;"})
+
+
+def _scanned(text: str) -> list[tuple[int, int, str]]:
+    return _plain(text) + secret_rules.encoded(text, _plain)
 
 
 def _plain(text: str) -> list[tuple[int, int, str]]:

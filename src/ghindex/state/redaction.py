@@ -2,7 +2,7 @@
 
 `ghindex_meta` records, per writer ('github' for fetch, 'git' for git sources), the
 redaction rules the stored text passed (`redact.rules_version()`: ghindex's own rules'
-version and the detector's, e.g. `v3+kingfisher-1.5.0/488`) or `off`. Before writing, a
+version and the detector's, e.g. `v4+kingfisher-1.5.0/488`) or `off`. Before writing, a
 run compares it with what the settings ask for:
 
 - same: nothing to do;

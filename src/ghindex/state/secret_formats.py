@@ -20,7 +20,12 @@ _JWT = re.compile(
 )
 
 # Formats the detector library misses, each from the provider's own description:
-_PROVIDER: list[tuple[str, re.Pattern[str]]] = [
+# An entry may name substrings one of which its matches always hold: a text without any
+# is skipped (for patterns that cannot start with a literal).
+_HEX_DASH_HEX = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{8}(?![0-9a-f])")
+_PROVIDER: list[
+    tuple[str, re.Pattern[str]] | tuple[str, re.Pattern[str], tuple[str, ...] | re.Pattern[str]]
+] = [
     # GitHub's tokens by prefix alone ("Behind GitHub's new authentication token
     # formats", GitHub blog, 2021-04-05; fine-grained `github_pat_`, 2022-10-18): the
     # library also wants the value to look random, and a token is a token whatever its
@@ -179,6 +184,59 @@ _PROVIDER: list[tuple[str, re.Pattern[str]]] = [
     # RPC endpoints whose path is the project key (Alchemy `/v2/<key>`, Infura
     # `/v3/<id>`, their docs' "Endpoint URLs").
     ("rpc-key", re.compile(r"(?:alchemy\.com/v2|infura\.io/v3)/([A-Za-z0-9_-]{24,64})")),
+    # Anthropic keys of every kind, `sk-ant-<kind><version>-` (API `api03`, admin
+    # `admin01`, OAuth access `oat01` and refresh `ort01` tokens of Claude Code's
+    # `setup-token`): the library finds some only beside the word "anthropic".
+    (
+        "anthropic-key",
+        re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{32,}"),
+    ),
+    # AWS temporary credentials' session tokens (STS `GetSessionToken`/`AssumeRole`):
+    # base64 of a serialised structure whose first bytes name its origin, `IQoJb3JpZ2lu`
+    # ("origin") in current ones, `FwoGZXIvYXdz`/`FQoDYXdz` ("er/aws", "aws") in older;
+    # 400 to 1,200 characters.
+    (
+        "aws-session-token",
+        re.compile(r"(?:IQ|Ag|Fw|FQ)o[A-Z](?:b3JpZ2lu|ZXIvYXdz|YXdz)[A-Za-z0-9/+=]{80,}"),
+        ("b3JpZ2lu", "YXdz"),
+    ),
+    # Microsoft Entra ID (Azure AD) client secrets: three characters, a digit, `Q~`, and
+    # 31 to 34 more (the format since 2022, "Application credentials" in Entra docs).
+    (
+        "azure-ad-client-secret",
+        re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}"),
+        ("Q~",),
+    ),
+    # PyPI and TestPyPI API tokens: `pypi-` and a macaroon whose base64 starts `AgE`
+    # (PyPI help, "API tokens"): the library wants the pypi.org location in it.
+    ("pypi-token", re.compile(r"(?<![A-Za-z0-9_-])pypi-AgE[A-Za-z0-9_-]{50,}")),
+    # NuGet API keys: `oy2` and 43 lower-case letters or digits.
+    ("nuget-key", re.compile(r"(?<![A-Za-z0-9])oy2[a-z0-9]{43}(?![A-Za-z0-9])")),
+    # Mailgun private API keys: `key-` and 32 hex (older), 32 hex, `-`, 8 hex, `-`, 8 hex.
+    ("mailgun-key", re.compile(r"(?<![A-Za-z0-9_-])key-[0-9a-f]{32}(?![A-Za-z0-9])")),
+    (
+        "mailgun-key",
+        re.compile(r"(?<![A-Za-z0-9-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![A-Za-z0-9-])"),
+        _HEX_DASH_HEX,
+    ),
+    # Linear API keys and OAuth tokens (`lin_api_`, `lin_oauth_`, Linear API docs).
+    ("linear-token", re.compile(r"(?<![A-Za-z0-9_])lin_(?:api|oauth)_[A-Za-z0-9]{32,64}")),
+    # Google OAuth 2.0 refresh tokens (`1//0` and base64url) and access tokens (`ya29.`).
+    ("google-oauth-token", re.compile(r"(?<![A-Za-z0-9_-])1//0[A-Za-z0-9_-]{35,}")),
+    ("google-oauth-token", re.compile(r"(?<![A-Za-z0-9_.-])ya29\.[A-Za-z0-9_-]{30,}")),
+    # Twitter/X app-only bearer tokens: a run of `A`, then percent-encoded base64.
+    (
+        "twitter-bearer-token",
+        re.compile(r"(?<![A-Za-z0-9%])A{20,24}[A-Za-z0-9]{0,40}%[0-9A-F]{2}[A-Za-z0-9%]{20,300}"),
+        ("A" * 20,),
+    ),
+    # Stripe secret and restricted keys in live and test mode (`sk_test_` is a
+    # credential of the account's test data; publishable `pk_` keys are public).
+    (
+        "stripe-key",
+        re.compile(r"(?<![A-Za-z0-9_])[sr]k_(?:test|live)_[A-Za-z0-9]{20,247}"),
+        ("k_test_", "k_live_"),
+    ),
     # Algolia's JavaScript client, `algoliasearch(appId, apiKey)`.
     (
         "algolia-key",
@@ -201,12 +259,23 @@ def _fast(pattern: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str] | 
     return re.compile(rest, pattern.flags), re.compile(f"[{guard.group(1)}]", pattern.flags)
 
 
-_SEARCHES = [(kind, *_fast(pattern)) for kind, pattern in [("jwt", _JWT), *_PROVIDER]]
+_SEARCHES = [
+    (kind, *_fast(pattern), needles[0] if needles else None)
+    for kind, pattern, *needles in [("jwt", _JWT), *_PROVIDER]
+]
+
+
+def _holds(text: str, needles: tuple[str, ...] | re.Pattern[str]) -> bool:
+    if isinstance(needles, re.Pattern):
+        return needles.search(text) is not None
+    return any(n in text for n in needles)
 
 
 def tokens(text: str) -> list[Span]:
     spans = []
-    for kind, pattern, not_after in _SEARCHES:
+    for kind, pattern, not_after, needles in _SEARCHES:
+        if needles is not None and not _holds(text, needles):
+            continue
         group = 1 if pattern.groups else 0
         for match in pattern.finditer(text):
             at = match.start()
@@ -239,3 +308,30 @@ def _base58check(value: str) -> bool:
     raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
     body, check = raw[:-4], raw[-4:]
     return len(raw) > 4 and hashlib.sha256(hashlib.sha256(body).digest()).digest()[:4] == check
+
+
+# A secret access key written beside its key id, as AWS's console credentials CSV
+# (`Access key ID,Secret access key`), `BasicAWSCredentials("AKIA…", "…")`, tables and
+# `gsutil`'s HMAC keys (`GOOG1…` and its secret) do: 40 characters of base64 right after
+# the id (or the marker an earlier redaction left in its place), with only a separator
+# between, or the word "secret".
+_AWS_PAIR = re.compile(
+    r"(?:(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|(?<![A-Z0-9])GOOG1[A-Z0-9]{50,60}"
+    r"|\[redacted:(?:aws-access-key-id|gcs-hmac-key)\])"
+    r"[\"']?(?:[ \t]*[,;|:][ \t]*|[ \t]+)"
+    r"(?:secret(?:[ _-]?access)?(?:[ _-]?key)?[ \t]*[:=]?[ \t]*)?"
+    r"[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+_AWS_PAIR_NEEDLES = ("AKIA", "ASIA", "ABIA", "ACCA", "GOOG1", "[redacted:aws-access-key-id]")
+_AWS_PAIR_NEEDLES += ("[redacted:gcs-hmac-key]",)
+
+
+def aws_secret_pairs(text: str) -> list[Span]:
+    """Secret access keys beside their key id (read before markers are masked)."""
+    if not any(n in text for n in _AWS_PAIR_NEEDLES):
+        return []
+    return [
+        (*m.span(1), "aws-secret-key")
+        for m in _AWS_PAIR.finditer(text)
+        if re.search(r"[0-9/+]", m.group(1)) and re.search(r"[a-z]", m.group(1))
+    ]
