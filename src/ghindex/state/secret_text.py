@@ -20,17 +20,13 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from ghindex.vocabulary.hidden import IGNORABLE
+
 Span = tuple[int, int, str]
 
-# Characters that render as nothing (Unicode's Default_Ignorable_Code_Point, less the
-# joiners that shape scripts are kept out of tokens anyway): soft hyphen, combining
-# grapheme joiner, Arabic letter mark, Hangul fillers, Khmer inherent vowels, Mongolian
-# selectors, zero-width space/joiners, bidi marks and controls, word joiner and
-# invisible operators, variation selectors, BOM, tag characters.
-_INVISIBLE = (
-    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff"
-)
+# Characters that render as nothing are dropped before matching: one set, the
+# vocabulary's (a zero-width space inside a token hides it from every rule).
+_INVISIBLE = IGNORABLE
 _NAMED = {
     "lowbar": "_",
     "UnderBar": "_",

@@ -24,16 +24,19 @@ from typing import Any
 # variation selector 16 after one (the emoji form), render as one picture.
 _PICTOGRAPHS = "\u00a9\u00ae\u203c\u2049\u2122-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
 _EMOJI = f"[{_PICTOGRAPHS}]\ufe0f?(?:\u200d[{_PICTOGRAPHS}]\ufe0f?)*"
-# Characters that render as nothing: format and default-ignorable characters (zero-width
-# space, non-joiner and joiner, word joiner, invisible operators, bidirectional
-# controls, the byte order mark, soft hyphen), line and paragraph separators, variation
-# selectors, Hangul and other fillers, interlinear annotations, musical formatting,
-# tags; and combining marks past the third on one character (a stack no text needs).
-_NOTHING = (
+# Unicode's default-ignorable characters, as a regex class: soft hyphen, combining
+# grapheme joiner, Arabic letter mark, Hangul fillers, Khmer inherent vowels, Mongolian
+# selectors, zero-width space, non-joiner and joiner, bidirectional marks and controls,
+# word joiner and invisible operators, variation selectors, the byte order mark, tags.
+# Redaction drops them before it matches a token (state/secret_text.py).
+IGNORABLE = (
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-    "\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff"
 )
+# Characters that render as nothing: those, the line and paragraph separators,
+# interlinear annotations, shorthand format controls and musical formatting; and
+# combining marks past the third on one character (a stack no text needs).
+_NOTHING = IGNORABLE + "\u2028\u2029\ufff9-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 HIDDEN = re.compile(f"({_EMOJI})|[{_NOTHING}]+|(?<=[{_MARKS}]{{3}})[{_MARKS}]+")
 
