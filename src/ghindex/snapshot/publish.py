@@ -126,8 +126,9 @@ def stage(
     started = time.perf_counter()
     workdir = live_root(workdir)
     build_manifest = _build_manifest(workdir)  # before the store is made: a refusal makes none
-    store.create()
     _checkpoint(workdir / STATE_FILE)
+    _check_usable(workdir, build_manifest)
+    store.create()
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]
     current = latest_ref(store)
     stored = _stored_blobs(store)
@@ -240,6 +241,22 @@ def _build_manifest(workdir: Path) -> dict[str, Any]:
         raise StateError(f"nothing to publish in {workdir}: run `ghindex build` first")
     body.pop("files", None)
     return body
+
+
+def _check_usable(workdir: Path, body: dict[str, Any]) -> None:
+    """Refuse a workdir whose state or index a reader could not open (what `status` calls
+    damaged): published, it would be pulled and switched to, then fail every query."""
+    from ghindex.snapshot.verify import unusable
+
+    reason = unusable(workdir, body.get("counts") or {})
+    if reason is None:
+        return
+    if "upgrade ghindex" not in reason:
+        reason += (
+            ": the workdir is damaged; `ghindex status` names it, `ghindex build --full` "
+            "rebuilds the index and `ghindex fetch --full` the state"
+        )
+    raise SnapshotError(f"nothing was published from {workdir}: {reason}")
 
 
 def _checkpoint(state: Path) -> None:
