@@ -928,3 +928,22 @@ def test_a_binary_doc_without_nul_bytes_is_skipped_and_latin1_prose_read(tmp_pat
         assert [path for (path,) in query(connection, "SELECT path FROM docs")] == ["docs/old.md"]
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize("wiki_remote", [False, True])
+def test_a_clone_given_as_the_other_kind_is_refused_by_its_remote(
+    project, tmp_path, run, wiki_remote
+):
+    """--wiki with an ordinary repository's clone (or --git with a wiki's) is one line,
+    not a wiki of README pages (or a repository of wiki pages) taken silently."""
+    url = "https://github.com/octo/project" + (".wiki.git" if wiki_remote else ".git")
+    project.git("remote", "add", "origin", url)
+    flag, other = ("--git", "--wiki") if wiki_remote else ("--wiki", "--git")
+
+    result = run("build", flag, str(project.path))
+
+    assert result.exit_code == 1
+    what = "the wiki of octo/project" if wiki_remote else "octo/project"
+    assert result.stderr == (
+        f"Error: {flag} {project.path} is a clone of {what}, by its remote: pass it with {other}\n"
+    )
