@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ghindex.errors import ConfigError
 from ghindex.gitsource import (
@@ -649,6 +653,7 @@ def test_shallow_clones(con, tmp_path):
     with pytest.raises(GitSourceError, match="fetch full history") as error:
         sync_git(con, "o/n", later)
     assert "\n" not in str(error.value)
+    assert str(error.value).endswith("or rebuild with `ghindex build --full`")
     assert commit_shas(con) == {shas[2], shas[3]}
 
     subprocess.run(["git", "-C", str(later), "fetch", "-q", "--unshallow"], check=True)
@@ -890,3 +895,55 @@ def test_a_commit_is_read_by_meaning_through_its_summary_and_by_words_through_it
         s["handle"] for r in words["results"] for s in r.get("same_entity", [])
     }
     assert any(h.endswith(":README.md") for h in shown)
+
+
+# bytes that are not prose: no NUL, mostly not UTF-8 (what a PNG or a gzip holds)
+_BINARY = st.tuples(st.binary(min_size=64, max_size=4000), st.binary(max_size=64)).map(
+    # bytes from 0x80 up never start valid UTF-8: a compressed blob; some ASCII inside
+    lambda parts: bytes(0x80 | b for b in parts[0]) + parts[1].replace(b"\0", b" ")
+)
+_PROSE = st.tuples(
+    st.lists(st.sampled_from(["the", "docs", "say", "how", "to", "build", "it"]), min_size=60),
+    st.lists(st.sampled_from(["Caf\xe9", "na\xefve", "r\xe9sum\xe9"]), max_size=3),
+).map(lambda parts: " ".join(parts[1] + parts[0]).encode("latin-1"))
+
+
+@settings(
+    max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "10")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(binary=_BINARY, prose=_PROSE)
+def test_a_binary_doc_without_nul_bytes_is_skipped_and_latin1_prose_read(tmp_path, binary, prose):
+    """A `.md` whose bytes are binary is skipped even with no NUL byte (it would be
+    indexed as U+FFFD garbage); an old README in Latin-1, a few bytes not UTF-8, is read."""
+    where = tmp_path / uuid.uuid4().hex[:8]
+    repo = Repo(where / "repo")
+    repo.write("docs/logo.md", binary)
+    repo.write("docs/old.md", prose)
+    repo.commit("docs")
+    connection = open_state(where / "state.duckdb")
+    try:
+        sync_git(connection, "o/n", repo.path)
+        assert [path for (path,) in query(connection, "SELECT path FROM docs")] == ["docs/old.md"]
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("wiki_remote", [False, True])
+def test_a_clone_given_as_the_other_kind_is_refused_by_its_remote(
+    project, tmp_path, run, wiki_remote
+):
+    """--wiki with an ordinary repository's clone (or --git with a wiki's) is one line,
+    not a wiki of README pages (or a repository of wiki pages) taken silently."""
+    url = "https://github.com/octo/project" + (".wiki.git" if wiki_remote else ".git")
+    project.git("remote", "add", "origin", url)
+    flag, other = ("--git", "--wiki") if wiki_remote else ("--wiki", "--git")
+
+    result = run("build", flag, str(project.path))
+
+    assert result.exit_code == 1
+    what = "the wiki of octo/project" if wiki_remote else "octo/project"
+    assert result.stderr == (
+        f"Error: {flag} {project.path} is a clone of {what}, by its remote: pass it with {other}\n"
+    )

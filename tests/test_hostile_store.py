@@ -10,14 +10,17 @@ cases that name `..` or an absolute path aim at them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import os
 import shutil
 import sys
+import threading
 import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,8 @@ from typing import Any
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ghindex.errors import SnapshotError
 from ghindex.serve import SnapshotHolder
@@ -423,7 +428,10 @@ def _(good):
 
 @case(
     "a-blob-that-is-a-directory",
-    lambda good: f"{blob_path(sha(declared_piece()))} is missing from {good.store_dir}",
+    lambda good: (
+        f"{blob_path(sha(declared_piece()))} in {good.store_dir} is not a regular file "
+        "(a folder, a link, a pipe or a device): the store is damaged"
+    ),
 )
 def _(good):
     data = declared_piece()
@@ -820,3 +828,88 @@ def test_a_server_keeps_serving_when_the_store_turns_hostile(good):
         if holder.current is not None:
             holder.current.close()
             holder.current.held.close()
+
+
+# ------------------------------------------- stores cannot hang a reader (#49, family 8)
+
+
+def _replace_with(path: Path, kind: str, elsewhere: Path) -> None:
+    """Put something that is not a regular file where the store's object `path` was: a
+    pipe (no writer: reading it would wait forever), a link to a copy of the same bytes
+    outside the store, or a folder."""
+    data = path.read_bytes()
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        elsewhere.write_bytes(data)
+        path.symlink_to(elsewhere)
+    else:
+        path.mkdir()
+        (path / "inside").write_bytes(data)
+
+
+def _unblock(path: Path) -> None:
+    """Give a pipe a writer that closes at once, so a reader stuck on it gets its end."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+
+
+@given(
+    target=st.sampled_from(["pointer", "manifest", "blob"]),
+    kind=st.sampled_from(["fifo", "link", "folder"]),
+)
+@settings(
+    max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "9")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_only_regular_files_are_read_from_a_local_store(good, target, kind):
+    """A pipe, a link or a folder in place of the pointer, the manifest or a blob never
+    blocks a pull: it is refused in one line, or (a pointer the listing does not show)
+    left unread; nothing in DEST changes either way."""
+    state = good.files()[0]
+    assert state["path"] == "state.duckdb"
+    data = (live_root(good.dest) / "state.duckdb").read_bytes() + b"\0" * 7
+    good.put_blobs(data)
+    snapshot_id = good.next([entry("state.duckdb", data), *good.files()[1:]])
+    path = {
+        "pointer": good.store_dir / ref_path(2),
+        "manifest": good.store_dir / manifest_path(snapshot_id),
+        "blob": good.store_dir / blob_path(sha(pieces(data)[-1])),
+    }[target]
+    _replace_with(path, kind, good.tmp / f"elsewhere-{uuid.uuid4().hex[:8]}")
+    before = listing(good.dest, lock_text=False)
+    outcome: list[object] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append(pull(Store(str(good.store_dir)), good.dest).snapshot_id)
+        except Exception as exc:  # anything but a SnapshotError fails below
+            outcome.append(exc)
+
+    reader = threading.Thread(target=attempt, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():
+        _unblock(path)
+        reader.join(timeout=30)
+        pytest.fail(f"a {kind} as the {target} blocked the pull")
+    try:
+        [result] = outcome
+        if isinstance(result, str):  # a pointer not listed: the snapshot before it
+            assert (target, kind) in {("pointer", "fifo"), ("pointer", "folder")}
+            assert result == good.old_id
+        else:
+            assert isinstance(result, SnapshotError), repr(result)
+            assert_one_line(str(result))
+            assert str(result).endswith(
+                "is not a regular file (a folder, a link, a pipe or a device): the store is damaged"
+            )
+        assert listing(good.dest, lock_text=False) == before
+    finally:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

@@ -256,3 +256,41 @@ def test_stop_after_exits_3_and_a_shard_goes_on_from_its_earlier_vectors(
     again = json.loads(resumed.stdout)
     assert again["from_cache"] == 8 and again["unfinished"] == 0
     assert again["embedded"] == again["to_embed"] == first["to_embed"] - 8 > 0
+
+
+@pytest.mark.slow
+def test_shards_embedded_by_the_real_int8_encoder_merge_to_one_build(isolated, quantised):
+    """With the packaged model quantised to int8 (the default precision), two shards
+    embedded apart and merged give every chunk the very vector one build gives it."""
+    import shutil
+
+    from ghindex.config import INT8
+    from ghindex.index import table as index
+    from ghindex.index.build import Shard
+    from ghindex.index.merge import merge
+
+    fetched = settings_for(isolated / "fetched")
+    store_issues(
+        fetched,
+        [
+            issue_node(n, title=f"Issue {n} on topic {n % 3}", body=f"Body {n}. " * (5 + 7 * n))
+            for n in range(1, 13)
+        ],
+    )
+    for name in ("one", "two", "whole", "work"):
+        shutil.copytree(isolated / "fetched", isolated / name)
+    for number, name in ((1, "one"), (2, "two")):
+        assert build(settings_for(isolated / name), shard=Shard(number, 2)).embedded > 0
+    whole = build(settings_for(isolated / "whole"))
+    target = settings_for(isolated / "work")
+    merge(target.workdir, [isolated / "one", isolated / "two"], target.model, precision=INT8)
+    joined = build(target)
+
+    assert joined.embedded == 0 and joined.chunks == whole.chunks
+
+    def vectors(path):
+        table = index.connect(path / "lance").open_table("chunks").to_arrow()
+        return dict(zip(*(table.column(c).to_pylist() for c in ("id", "vector")), strict=True))
+
+    assert index.index_precision(index.connect(isolated / "work" / "lance")) == INT8
+    assert vectors(isolated / "work") == vectors(isolated / "whole")

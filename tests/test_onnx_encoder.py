@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ghindex.config import DEFAULT_MODEL
 from ghindex.errors import ConfigError, IndexUnusable
@@ -235,3 +237,34 @@ def test_a_build_never_imports_torch_when_onnx_works(quantised, isolated):
         check=True,
     )
     assert found.stdout.splitlines() == ["fp32 onnx 1", "int8 onnx 1", "False False"]
+
+
+_ENCODERS: dict[str, OnnxEncoder] = {}
+
+
+def _int8(folder) -> OnnxEncoder:
+    """One int8 encoder for every example (a session loads in about a second)."""
+    return _ENCODERS.setdefault(str(folder), OnnxEncoder(folder, precision="int8", threads=2))
+
+
+_PHRASE = "the build fails when a cache is cold and an index is rebuilt after merge of two shards"
+_WORDS = st.sampled_from([*_PHRASE.split(" "), "🙂", "überall", "#12", "`code`", "null"])
+
+
+@settings(max_examples=int(os.environ.get("GHINDEX_EXAMPLES", "8")), deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(_WORDS, min_size=1, max_size=120).map(" ".join), min_size=2, max_size=12
+    ),
+    pick=st.integers(0, 11),
+)
+def test_an_int8_vector_does_not_depend_on_its_batch(quantised, texts, pick):
+    """The same text alone (a query), among others (a build) and among others again (a
+    shard): one vector. Dynamic quantisation scales each run's input as a whole."""
+    int8_encoder = _int8(quantised)
+    text = texts[pick % len(texts)]
+    alone = int8_encoder.encode([text])[0]
+    among = int8_encoder.encode(texts)[texts.index(text)]
+    shuffled = int8_encoder.encode([*reversed(texts), text.upper(), text])[-1]
+    assert np.array_equal(alone, among)
+    assert np.array_equal(alone, shuffled)

@@ -27,6 +27,7 @@ from ghindex.index.merge import merge_vectors
 from ghindex.progress import Progress
 from ghindex.snapshot import Store, publish, pull
 from ghindex.snapshot.local import absolute, locked
+from ghindex.snapshot.publish import trusted_blobs
 from ghindex.snapshot.refs import latest_ref
 
 
@@ -54,7 +55,11 @@ def update(
     store.create()
     with locked(settings.workdir, "update"):  # one pull, sync or update at a time
         ref = latest_ref(store)
-        if ref is not None:
+        damage = trusted_blobs(store, ref)[1] if ref is not None else None
+        if damage is not None:  # a pull would fail on every run: publish over it
+            say("the store's newest snapshot is unusable: building on the workdir")
+            report["repaired"] = damage
+        elif ref is not None:
             say("pulling the latest snapshot")
             pulled = pull(store, settings.workdir, ref=ref, progress=progress)
             report["pulled"] = pulled.as_dict()

@@ -68,6 +68,8 @@ def publish(obj: Context, store: str | None, as_json: bool) -> None:
     settings, target = _store(obj, store)
     # what the reading commands read: the demo, while WORKDIR holds nothing of its own
     report = run_publish(workdir_root(settings), target, progress=progress(not as_json))
+    if report.repaired:
+        say(f"warning: {report.repaired}", err=True)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -214,6 +216,8 @@ def update(
     if as_json:
         emit_json(report)
         return
+    if report.get("repaired"):
+        say(f"warning: {report['repaired']}", err=True)
     for line in report["fetched"]["warnings"]:
         say(f"warning: {line}", err=True)
     if report["shards"]:
@@ -235,7 +239,8 @@ def update(
     type=click.FloatRange(min=0),
     default=24.0,
     show_default=True,
-    help="Never remove blobs or unpublished manifests younger than this.",
+    help="Never remove blobs or manifests younger than this, nor a snapshot replaced as the "
+    "newest less than this ago (at least 1: a shorter grace is raised to 1, with a note).",
 )
 @json_option
 @click.pass_obj
@@ -255,6 +260,8 @@ def gc(
 
     settings, target = _store(obj, store)
     report = run_gc(target, keep or settings.keep, grace=timedelta(hours=grace_hours))
+    for note in report.notes:
+        say(f"note: {note}", err=True)
     if as_json:
         emit_json(report.as_dict())
         return

@@ -69,7 +69,7 @@ WIKI_EXTENSIONS = frozenset(
         ".pod",
     }
 )
-# Larger files (and files with NUL bytes) are generated or binary, not prose: skipped.
+# Larger files, and binary ones (a NUL byte, or `_binary`), are not prose: skipped.
 MAX_DOC_BYTES = 1_000_000
 
 _REGULAR_MODES = ("100644", "100755")
@@ -193,6 +193,16 @@ def doc_title(text: str) -> str | None:
         ):
             return title
     return None
+
+
+# Characters no prose holds: what bytes that are not UTF-8 decode to, and control
+# characters other than whitespace. A file with more than 1 in 100 of them (at least 8)
+# is binary, NUL byte or not; a Latin-1 README with a few accents is still read.
+_NOT_PROSE = re.compile(r"[\ufffd\x01-\x08\x0e-\x1f\x7f]")
+
+
+def _binary(text: str) -> bool:
+    return len(_NOT_PROSE.findall(text)) > max(8, len(text) // 100)
 
 
 def _clean(text: str) -> str:
@@ -376,10 +386,10 @@ def _read(
                 "clone without --filter, or fetch the missing objects"
             )
         data = found[1]
-        if len(data) > MAX_DOC_BYTES or b"\0" in data:
+        text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+        if len(data) > MAX_DOC_BYTES or b"\0" in data or _binary(text):
             unreadable.add(handle)
             continue
-        text = data.decode("utf-8", "replace").removeprefix("\ufeff")
         rows.append(
             {
                 "handle": handle,

@@ -104,7 +104,7 @@ def sync_git(
         raise GitSourceError(
             f"{git.path} is a shallow clone that does not reach the last indexed commit "
             f"{(commits_previous or '')[:12]}: fetch full history (git fetch --unshallow, "
-            "or actions/checkout with fetch-depth: 0), or rebuild with full=True"
+            "or actions/checkout with fetch-depth: 0), or rebuild with `ghindex build --full`"
         )
     with Objects(git) as objects, transaction(con):
         docs = sync_docs(

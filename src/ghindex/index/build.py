@@ -454,6 +454,12 @@ def _sync_git(con, source: GitSource, full: bool, say: Say) -> dict[str, Any]:
 
     remote = None if source.repo else gitsource.repo_from_remote(source.path)
     repo = source.repo or remote.repo
+    if remote is not None and remote.is_wiki != source.wiki:  # said, not taken silently
+        given, other = ("--wiki", "--git") if source.wiki else ("--git", "--wiki")
+        what = f"the wiki of {repo}" if remote.is_wiki else repo
+        raise ConfigError(
+            f"{given} {source.path} is a clone of {what}, by its remote: pass it with {other}"
+        )
     web = {"web_url": remote.web_url} if remote else {}
     say(f"{repo}: reading {'wiki' if source.wiki else 'git'} sources from {source.path}")
     sync = gitsource.sync_wiki if source.wiki else gitsource.sync_git

@@ -11,7 +11,9 @@ the model's `max_seq_length`. fp32 vectors match the torch path to about 2e-7.
 
 int8 is that export with its weights quantised (dynamic, per channel), made from the
 fp32 file at first use and kept beside it: a different kind of vector (cosine to fp32
-about 0.99), which only ONNX Runtime makes, on the CPU.
+about 0.99), which only ONNX Runtime makes, on the CPU. Its activations are quantised
+by the range of each run's input, so int8 runs one text at a time: a text's vector is
+the same in any build, in any shard and as a query.
 
 A model whose pipeline is not transformer + mean pooling (+ normalise) is not exported,
 and any failure to export or load fp32 falls back to `Embedder`: the ONNX path only ever
@@ -129,7 +131,10 @@ class OnnxEncoder:
         self.name = meta["model"]
         self.dimension = int(meta["dimension"])
         self.precision = precision
-        self.batch_size = batch_size
+        # Dynamic quantisation scales activations by the whole input's range, so in a
+        # batch a text's int8 vector would depend on its neighbours and their padding:
+        # int8 encodes each text alone, as a query is (no slower: nothing is padded)
+        self.batch_size = 1 if precision == INT8 else batch_size
         # a tokenizer.json may carry its own truncation and padding: use the model's
         # truncation, and pad each batch here to its own longest text
         tokenizer.enable_truncation(max_length=int(meta["max_seq_length"]))

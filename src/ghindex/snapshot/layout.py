@@ -59,6 +59,8 @@ MAX_PATH_DEPTH = 8
 # Matched whole (fullmatch: a trailing newline is no match) and ASCII only.
 SNAPSHOT_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z-[0-9a-f]{8}", re.ASCII)
 _HEX64_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
+# A pointer generation's name (see `ref_name`): at most 100 digits, far past any count.
+_REF_NAME_RE = re.compile(r"z{0,88}([0-9]{12,100})\.json", re.ASCII)
 # One path segment: ASCII letters, digits, '_', '.', '=', '-', not starting with a dot
 # (so never '.', '..' or a hidden name), which also rules out look-alikes of '..'.
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]{0,254}", re.ASCII)
@@ -294,7 +296,25 @@ def manifest_path(snapshot_id: str) -> str:
 
 
 def ref_path(generation: int) -> str:
-    return f"{REFS}{generation:012d}.json"
+    return f"{REFS}{ref_name(generation)}"
+
+
+def ref_name(generation: int) -> str:
+    """A pointer generation's name: 12 digits, or more after one 'z' per digit beyond 12,
+    so that names list in their generations' order at any width (the 'z' sorts after
+    every digit): 000000000042.json < 999999999999.json < z1000000000000.json."""
+    digits = f"{generation:012d}"
+    return f"{'z' * (len(digits) - 12)}{digits}.json"
+
+
+def ref_generation(name: str) -> int | None:
+    """The generation a pointer name stands for, or None for a name `ref_name` does not
+    write (a stray file, leading zeros beyond 12 digits, a 'z' too many or too few)."""
+    found = _REF_NAME_RE.fullmatch(name)
+    if found is None:
+        return None
+    generation = int(found.group(1))
+    return generation if ref_name(generation) == name else None
 
 
 def new_snapshot_id(now: datetime | None = None) -> str:

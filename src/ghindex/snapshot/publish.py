@@ -19,13 +19,14 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ghindex import __version__
-from ghindex.errors import SnapshotError, StateError
+from ghindex.errors import SnapshotError, StateError, first_line
 from ghindex.progress import BYTES, Progress, Task
+from ghindex.snapshot.gc import MIN_GRACE
 from ghindex.snapshot.layout import (
     FORMAT_VERSION,
     INDEX_DIR,
@@ -45,12 +46,12 @@ from ghindex.snapshot.layout import (
 )
 from ghindex.snapshot.local import live_root
 from ghindex.snapshot.refs import latest_ref, read_manifest
-from ghindex.snapshot.stores import Store, shown
+from ghindex.snapshot.stores import Entry, Store, shown
 from ghindex.vocabulary.layout import local_manifest
 
 # A blob already in the store but not part of the current snapshot is reused only if
-# it is this recent; older strays may be collected by `gc` at any moment.
-REUSE_WINDOW = timedelta(hours=6)
+# it is this recent: well inside gc's shortest grace, so gc never removes one reused.
+REUSE_WINDOW = MIN_GRACE / 2
 
 
 @dataclass
@@ -64,6 +65,7 @@ class PublishReport:
     blobs_uploaded: int
     bytes_uploaded: int
     seconds: float
+    repaired: str | None = None  # why the pointer's snapshot was unusable and replaced
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +100,12 @@ class Staged:
             self.manifest.body["created_at"],
         )
         encoded = (json.dumps(ref.as_dict(), indent=2, sort_keys=True) + "\n").encode()
+        if self.store.head(manifest_path(self.manifest.snapshot_id)) is None:
+            raise SnapshotError(
+                f"the manifest of snapshot {self.manifest.snapshot_id} left "
+                f"{shown(self.store.url)} before the pointer moved (a gc with a grace shorter "
+                "than this publish took): nothing was published; publish again"
+            )
         if not self.store.put(ref_path(generation), encoded, create_only=True):
             raise SnapshotError(
                 f"another publisher moved {shown(self.store.url)} to generation {generation} "
@@ -118,11 +126,14 @@ def stage(
     started = time.perf_counter()
     workdir = live_root(workdir)
     build_manifest = _build_manifest(workdir)  # before the store is made: a refusal makes none
-    store.create()
     _checkpoint(workdir / STATE_FILE)
+    _check_usable(workdir, build_manifest)
+    store.create()
     files = [hash_file(p, relative(workdir, p)) for p in snapshot_files(workdir)]
     current = latest_ref(store)
-    trusted = read_manifest(store, current).blobs() if current else set()
+    stored = _stored_blobs(store)
+    trusted, repaired = trusted_blobs(store, current)
+    trusted &= set(stored)
 
     created = (now or datetime.now(UTC)).astimezone(UTC)
     snapshot_id = new_snapshot_id(created)
@@ -133,7 +144,7 @@ def stage(
             "snapshot_id": snapshot_id,
             "created_at": created.isoformat(timespec="seconds"),
             "ghindex_version": __version__,
-            "parent": current.snapshot_id if current else None,
+            "parent": current.snapshot_id if current and trusted else None,
             "total_bytes": sum(f.size for f in files),
         },
         files,
@@ -142,7 +153,9 @@ def stage(
     if not store.put(manifest_path(snapshot_id), body, create_only=True):
         raise SnapshotError(f"snapshot {snapshot_id} already exists in {shown(store.url)}")
     with (progress or Progress()).task("publish", unit=BYTES, verb="uploaded") as counted:
-        uploaded, uploaded_bytes = _upload_blobs(workdir, store, files, trusted, created, counted)
+        uploaded, uploaded_bytes = _upload_blobs(
+            workdir, store, files, trusted, stored, created, counted
+        )
     report = PublishReport(
         snapshot_id=snapshot_id,
         generation=0,
@@ -153,6 +166,7 @@ def stage(
         blobs_uploaded=uploaded,
         bytes_uploaded=uploaded_bytes,
         seconds=0.0,
+        repaired=repaired,
     )
     return Staged(store, current, manifest, body, report, started)
 
@@ -162,11 +176,13 @@ def _upload_blobs(
     store: Store,
     files: list[FileEntry],
     trusted: set[str],
+    stored: dict[str, Entry],
     now: datetime,
     counted: Task,
 ) -> tuple[int, int]:
-    """Upload the pieces the store lacks; `counted` starts at the bytes of every piece
-    the current snapshot does not hold, less each one the store turns out to have."""
+    """Upload the pieces the store lacks (`stored`: its blobs as listed); `counted` starts
+    at the bytes of every piece the current snapshot does not hold, less each one the
+    store turns out to have."""
     lacking = {p.sha256: p.size for e in files for p in e.pieces if p.sha256 not in trusted}
     counted.set_total(sum(lacking.values()))
     done: set[str] = set(trusted)
@@ -177,7 +193,7 @@ def _upload_blobs(
             if piece.sha256 in done:
                 continue
             done.add(piece.sha256)
-            found = store.head(blob_path(piece.sha256))
+            found = stored.get(piece.sha256)
             if found and found.size == piece.size and now - found.last_modified < REUSE_WINDOW:
                 counted.set_total((counted.total or 0) - piece.size)
                 continue
@@ -189,6 +205,25 @@ def _upload_blobs(
             uploaded_bytes += piece.size
             counted.advance(piece.size)
     return uploaded, uploaded_bytes
+
+
+def _stored_blobs(store: Store) -> dict[str, Entry]:
+    """Every blob the store holds, by sha256: one listing, not a request per piece."""
+    return {entry.path.rsplit("/", 1)[-1]: entry for entry in store.list("blobs/")}
+
+
+def trusted_blobs(store: Store, current: Ref | None) -> tuple[set[str], str | None]:
+    """The blobs of the snapshot the pointer names, which need no upload. A pointer to a
+    snapshot that is missing or damaged is published over: nothing of it is trusted, the
+    new generation repairs the store, and why is said. One from a newer ghindex is refused."""
+    if current is None:
+        return set(), None
+    try:
+        return read_manifest(store, current).blobs(), None
+    except SnapshotError as exc:
+        if "upgrade ghindex" in str(exc):
+            raise
+        return set(), f"{first_line(exc)}; this publish replaces it"
 
 
 def _read_piece(path: Path, offset: int, size: int) -> bytes:
@@ -206,6 +241,22 @@ def _build_manifest(workdir: Path) -> dict[str, Any]:
         raise StateError(f"nothing to publish in {workdir}: run `ghindex build` first")
     body.pop("files", None)
     return body
+
+
+def _check_usable(workdir: Path, body: dict[str, Any]) -> None:
+    """Refuse a workdir whose state or index a reader could not open (what `status` calls
+    damaged): published, it would be pulled and switched to, then fail every query."""
+    from ghindex.snapshot.verify import unusable
+
+    reason = unusable(workdir, body.get("counts") or {})
+    if reason is None:
+        return
+    if "upgrade ghindex" not in reason:
+        reason += (
+            ": the workdir is damaged; `ghindex status` names it, `ghindex build --full` "
+            "rebuilds the index and `ghindex fetch --full` the state"
+        )
+    raise SnapshotError(f"nothing was published from {workdir}: {reason}")
 
 
 def _checkpoint(state: Path) -> None:

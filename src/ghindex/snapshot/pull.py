@@ -132,6 +132,7 @@ def _fetch(
             report.bytes_downloaded += downloaded
             report.bytes_reused += reused
             step(f"assembled {entry.path}")
+        _check_usable(store, target, manifest, staging)
         (staging / MANIFEST).write_bytes(manifest.raw or manifest.to_bytes())
         write_stamp(staging, [MANIFEST, *(f.path for f in manifest.files)])
         step("manifest written")
@@ -139,6 +140,23 @@ def _fetch(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _check_usable(store: Store, target: Destination, manifest: Manifest, staging: Path) -> None:
+    """Open the verified copy read-only before switching to it: its bytes match the
+    manifest, yet what they hold must be readable too (every state table, an index that
+    opens, not a newer ghindex's state). A refusal keeps the current snapshot."""
+    from ghindex.snapshot.verify import unusable
+
+    reason = unusable(staging, manifest.body.get("counts") or {})
+    if reason is None:
+        return
+    if "upgrade ghindex" not in reason:
+        reason += ": the store is damaged; publish again"
+    raise SnapshotError(
+        f"snapshot {manifest.snapshot_id} of {shown(store.url)} was not switched to, "
+        f"{target.path} keeps its current one: {reason}"
+    )
 
 
 def _present(dest: Path, snapshot_id: str, ref: Ref | None) -> Manifest | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
 from ghindex.errors import SnapshotError
 from ghindex.snapshot.layout import (
@@ -14,12 +13,10 @@ from ghindex.snapshot.layout import (
     Ref,
     check_snapshot_id,
     manifest_path,
+    ref_generation,
     ref_path,
 )
 from ghindex.snapshot.stores import Store, shown
-
-# Generation names as `ref_path` writes them: fixed width, so they list in their order.
-_GENERATION_RE = re.compile(r"[0-9]{12}\.json", re.ASCII)
 
 
 def _generations(store: Store, after: str | None = None) -> dict[int, str]:
@@ -28,8 +25,9 @@ def _generations(store: Store, after: str | None = None) -> dict[int, str]:
     found = {}
     for entry in store.list(REFS, offset=after):
         name = entry.path.rsplit("/", 1)[-1]
-        if entry.path == REFS + name and _GENERATION_RE.fullmatch(name):
-            found[int(name[:-5])] = entry.path
+        generation = ref_generation(name) if entry.path == REFS + name else None
+        if generation is not None:
+            found[generation] = entry.path
     return found
 
 

@@ -12,10 +12,13 @@ backend's create-only put: S3 `If-None-Match`, GCS `ifGenerationMatch=0`, Azure
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -29,6 +32,10 @@ from ghindex.errors import ConfigError, SnapshotError, disk_problem, first_line
 _MISSING = (FileNotFoundError, NotFoundError)
 
 _CHUNK = 64 * 1024  # bytes read at a time from a store
+# A local store's object must be read whole within this; a bucket's client has its own
+# (obstore's request timeout, 30 s by default).
+READ_DEADLINE = 120.0
+_LOCAL_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 
 SCHEMES = ("file", "s3", "gs", "az", "azure", "abfs", "abfss")
 
@@ -89,6 +96,8 @@ class Store:
         """An object's bytes, refused as soon as it proves longer than `limit`: what a
         store says about sizes is not trusted, so memory stays bounded by the limit."""
         backend = self._store
+        if self.local_root is not None:
+            return self._local_get(path, limit)
         try:
             result = obstore.get(backend, path)
             if int(result.meta["size"]) > limit:
@@ -105,6 +114,46 @@ class Store:
         except Exception as exc:
             raise self._error("read", path, exc) from cause(exc)
         return bytes(data)
+
+    def _local_get(self, path: str, limit: int) -> bytes:
+        """Read a local store's object: only a regular file (never a FIFO, a device or a
+        link, which could block or lead outside), opened without waiting, and read
+        before `READ_DEADLINE` runs out."""
+        assert self.local_root is not None
+        deadline = time.monotonic() + READ_DEADLINE
+        try:
+            fd = os.open(self.local_root / path, _LOCAL_OPEN)
+        except _MISSING:
+            raise SnapshotError(f"{path} is missing from {shown(self.url)}") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # the last part is a link
+                raise self._not_regular(path) from None
+            raise self._error("read", path, exc) from cause(exc)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            os.close(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise self._not_regular(path)
+            raise self._too_large(path, limit)
+        with os.fdopen(fd, "rb", buffering=0) as handle:
+            os.set_blocking(fd, True)
+            data = bytearray()
+            while chunk := handle.read(_CHUNK):
+                data += chunk
+                if len(data) > limit:
+                    raise self._too_large(path, limit)
+                if time.monotonic() > deadline:
+                    raise SnapshotError(
+                        f"reading {path} from {shown(self.url)} took more than "
+                        f"{READ_DEADLINE:g} s: check the disk the store is on"
+                    )
+        return bytes(data)
+
+    def _not_regular(self, path: str) -> SnapshotError:
+        return SnapshotError(
+            f"{path} in {shown(self.url)} is not a regular file (a folder, a link, a pipe "
+            "or a device): the store is damaged"
+        )
 
     def _too_large(self, path: str, limit: int) -> SnapshotError:
         return SnapshotError(
@@ -129,6 +178,16 @@ class Store:
 
     def head(self, path: str) -> Entry | None:
         backend = self._store
+        if self.local_root is not None:
+            try:
+                info = (self.local_root / path).lstat()
+            except _MISSING:
+                return None
+            except OSError as exc:
+                raise self._error("read", path, exc) from cause(exc)
+            if not stat.S_ISREG(info.st_mode):
+                raise self._not_regular(path)
+            return Entry(path, info.st_size, datetime.fromtimestamp(info.st_mtime, UTC))
         try:
             meta = obstore.head(backend, path)
         except _MISSING:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ghindex.errors import IndexUnusable, SnapshotError, first_line
+from ghindex.errors import GhindexError, IndexUnusable, SnapshotError, first_line
 from ghindex.progress import BYTES, Progress
 from ghindex.snapshot.layout import INDEX_DIR, MANIFEST, NOT_BUILT, STATE_FILE, Manifest, hash_file
 from ghindex.snapshot.local import live_root
@@ -83,6 +83,74 @@ def _count_chunks(lance: Path) -> int:
         return connect(lance).open_table(CHUNKS).count_rows()
     except Exception as exc:  # lance raises RuntimeError, ValueError, OSError alike
         raise lance_damaged(exc, where) from None
+
+
+def unusable(root: Path, counts: dict[str, Any]) -> str | None:
+    """Why the snapshot in `root` (a workdir to publish, a pulled copy before the switch)
+    cannot be read, or None. The state database is opened read-only: a newer ghindex's is
+    refused, a current one must hold every table, and each table is counted; the index's
+    chunks table must open with every column and count its rows. One line, naming files
+    by their place in the snapshot."""
+    from ghindex.vocabulary.tables import TABLES
+
+    state = root / STATE_FILE
+    if state.is_dir():
+        return f"{STATE_FILE} is a folder, not a database"
+    if (root / INDEX_DIR).is_file():
+        return f"{INDEX_DIR} is a file, not a folder"
+    if state.exists():
+        import duckdb
+
+        from ghindex.state.database import needs_writer
+
+        try:
+            with duckdb.connect(str(state), read_only=True) as con:
+                if needs_writer(con, state):
+                    return None  # an older ghindex's: the next fetch upgrades it
+                tables = {
+                    name
+                    for (name,) in con.execute(
+                        "SELECT table_name FROM information_schema.tables "
+                        "WHERE table_type = 'BASE TABLE'"
+                    ).fetchall()
+                }
+                missing = [name for name in TABLES if name not in tables]
+                if missing:
+                    return f"{STATE_FILE} lacks the table{'s' * (len(missing) > 1)} " + (
+                        ", ".join(missing)
+                    )
+                con.execute(
+                    " UNION ALL ".join(f'SELECT count(*) FROM "{name}"' for name in TABLES)
+                ).fetchall()
+        except GhindexError as exc:  # a newer ghindex's state
+            return first_line(exc).replace(f"{state}", STATE_FILE)
+        except Exception as exc:  # duckdb raises its own types alike
+            return f"{STATE_FILE} cannot be read ({short_cause(exc)})"
+    return _index_unusable(root / INDEX_DIR, counts)
+
+
+def _index_unusable(lance: Path, counts: dict[str, Any]) -> str | None:
+    from ghindex.index.table import CHUNKS, chunks_schema, connect, index_model
+
+    where = f"{INDEX_DIR}/{CHUNKS}.lance"
+    if not (lance / f"{CHUNKS}.lance").exists() and not counts.get("chunks"):
+        return None  # nothing indexed: a state-only snapshot
+    if (lance / f"{CHUNKS}.lance").is_file():
+        return f"{where} is a file, not a table"
+    if not (lance / f"{CHUNKS}.lance").is_dir():
+        return f"{where} is missing though the manifest counts chunks"
+    try:
+        db = connect(lance)
+        model = index_model(db)
+        table = db.open_table(CHUNKS)
+        expected = chunks_schema(*(model or ("", 1))).names
+        lacking = [name for name in expected if name not in table.schema.names]
+        if model is None or lacking:
+            return f"{where} is not a ghindex index (no model, or no column {lacking[:3]})"
+        table.count_rows()
+    except Exception as exc:  # lance raises RuntimeError, ValueError, OSError alike
+        return f"{where} cannot be read ({short_cause(exc)})"
+    return None
 
 
 def lance_fault(exc: BaseException) -> bool:

@@ -248,6 +248,12 @@ def _pending(con: duckdb.DuckDBPyConnection, path: Path) -> list[tuple[str, str]
     return [(name, sql) for name, sql in known if name not in applied]
 
 
+def needs_writer(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Whether the state at `path` lacks a migration that only a writer applies (an older
+    ghindex wrote it: the next fetch upgrades it); one of a newer ghindex is refused."""
+    return any(_as_temp_views(sql) is None for _name, sql in _pending(con, path))
+
+
 def _migrate(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> None:
     if read_only:
         check_schema(con, path)
