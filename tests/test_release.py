@@ -19,7 +19,7 @@ RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 REUSABLE = ROOT / ".github" / "workflows" / "index.yml"
 # this project named with a version: `ghindex/ghindex@v…`, `ghindex/ghindex/chain@v…`,
 # `…/.github/workflows/index.yml@v…`, `git+https://github.com/ghindex/ghindex@v…`
-PIN = re.compile(r"ghindex/ghindex(?:/[\w./-]*)?@(v[^\s\"'`)#]*)")
+PIN = re.compile(r"ghindex/ghindex(?:/[\w./-]*)?@(v[^\s\"'`)#=,]*)")
 # where users read a version: the docs, the examples, the workflows, the actions, the code
 PLACES = ("README.md", "action.yml", "chain", ".github", "examples", "docs", "src", "bench")
 GIT_URL = "git+https://github.com/ghindex/ghindex@"  # pip, until the first release
