@@ -14,6 +14,7 @@ import base64
 import json
 import os
 from functools import cache
+from pathlib import Path
 
 import pydantic_core
 import pytest
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ghindex.index.build import build
-from ghindex.serve import SnapshotHolder, budget, create_server, open_snapshot
+from ghindex.serve import SnapshotHolder, budget, continuation, create_server, open_snapshot
 from ghindex.vocabulary.tokens import estimate
 from testkit.embedders import hash_factory
 from testkit.github_server import comment_node, issue_node
@@ -203,9 +204,23 @@ def onward(tool: str, arguments: dict, body: dict) -> dict | None:
     if tool == "fetch" and body.get("next"):
         return {**arguments, **body["next"]}
     if "next_offset" in body:
-        assert body["next_offset"] > arguments.get("offset", 0)
+        assert position(body["next_offset"]) > position(arguments.get("offset"))
         return {**arguments, "offset": body["next_offset"]}
     return None
+
+
+def position(token: str | None) -> int:
+    """The position a continuation token stands for (serve/continuation.py): `"20.1a2b3c4d"`."""
+    return 0 if token is None else int(token.split(".")[0])
+
+
+def token(snapshot_dir: Path, tool: str, where: int) -> str:
+    """The continuation `tool` gives for position `where` on the served snapshot."""
+    snapshot = open_snapshot(snapshot_dir, immutable=True)
+    try:
+        return continuation.tokened({"next_offset": where}, snapshot, tool, where)["next_offset"]
+    finally:
+        snapshot.close()
 
 
 @pytest.mark.slow
@@ -215,8 +230,14 @@ def onward(tool: str, arguments: dict, body: dict) -> dict | None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(CALLS, st.integers(budget.DEFAULT_TOKENS // 8, budget.MOST_TOKENS))
-def test_any_call_fits_any_budget_and_its_continuations_reach_the_end(server, generated, limit):
+def test_any_call_fits_any_budget_and_its_continuations_reach_the_end(
+    server, snapshot_dir, generated, limit
+):
     tool, arguments = generated
+    if arguments.get("offset"):  # a position to start from, given as the tool gives it
+        arguments = {**arguments, "offset": token(snapshot_dir, tool, arguments["offset"])}
+    else:
+        arguments.pop("offset", None)
     os.environ["GHINDEX_MCP_MAX_TOKENS"] = str(max(limit, 1_000))
     try:
         for _ in range(100):
@@ -322,14 +343,12 @@ def test_hold_brings_any_answer_within_any_budget_and_keeps_the_envelope(content
 
 
 @pytest.mark.slow
-def test_no_next_offset_passes_the_largest_offset_the_tool_takes(server, monkeypatch):
+def test_no_next_offset_passes_the_largest_offset_the_tool_takes(server, snapshot_dir, monkeypatch):
     monkeypatch.setenv("GHINDEX_MCP_MAX_TOKENS", "1000")
-    rows = call(
-        server,
-        "sql",
-        {"query": "SELECT range AS n FROM range(200000)", "max_rows": 1000, "offset": 99_990},
-    )
-    found = call(server, "search", {"query": "issue", "mode": "sparse", "top_k": 50, "offset": 149})
+    statement = {"query": "SELECT range AS n FROM range(200000)", "max_rows": 1000}
+    rows = call(server, "sql", {**statement, "offset": token(snapshot_dir, "sql", 99_990)})
+    question = {"query": "issue", "mode": "sparse", "top_k": 50}
+    found = call(server, "search", {**question, "offset": token(snapshot_dir, "search", 149)})
 
-    assert rows["truncated"] and rows.get("next_offset", 0) <= 100_000
-    assert found.get("next_offset", 0) <= 150
+    assert rows["truncated"] and position(rows.get("next_offset")) <= 100_000
+    assert position(found.get("next_offset")) <= 150
