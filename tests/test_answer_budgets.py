@@ -203,7 +203,7 @@ def onward(tool: str, arguments: dict, body: dict) -> dict | None:
     if tool == "fetch" and body.get("next"):
         return {**arguments, **body["next"]}
     if "next_offset" in body:
-        assert body["next_offset"] > arguments.get("offset", 0)
+        assert isinstance(body["next_offset"], str)  # a token (`serve/continuation.py`)
         return {**arguments, "offset": body["next_offset"]}
     return None
 
