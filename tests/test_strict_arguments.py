@@ -30,7 +30,7 @@ import ghindex.api as gh
 from ghindex.errors import GhindexError
 from ghindex.index.build import build
 from ghindex.serve import SnapshotHolder, create_server, open_snapshot
-from testkit.github_server import issue_node
+from testkit.github_server import comment_node, issue_node
 from testkit.mcp_load import ACCEPT, HANDSHAKE, http_server
 from testkit.state import settings_for, store_issues
 
@@ -365,18 +365,22 @@ _NOT_A_TOKEN = st.one_of(
 
 
 @SETTINGS
-@given(st.sampled_from(["search", "sql", "related"]), _NOT_A_TOKEN)
+@given(st.sampled_from(["search", "sql", "related", "fetch"]), _NOT_A_TOKEN)
 def test_an_offset_that_no_answer_gave_is_refused_in_one_line(server, tool, offset):
     arguments = {
         "search": {"query": "cache"},
         "sql": {"query": "SELECT 1"},
         "related": {"handle": R + "#1"},
+        "fetch": {"handles": [R + "#1"]},
     }[tool]
+    name, field = ("skip", "next.skip") if tool == "fetch" else ("offset", "next_offset")
 
-    text = refused(call(server, tool, dict(arguments, offset=offset)))
+    text = refused(call(server, tool, dict(arguments, **{name: offset})))
 
     assert text.startswith(f"{tool}: ")
-    assert "next_offset" in text or "another snapshot" in text
+    assert field in text or "another snapshot" in text
+    if tool == "fetch":
+        assert text.endswith("fetch again without skip")
 
 
 @pytest.mark.parametrize(
@@ -384,6 +388,7 @@ def test_an_offset_that_no_answer_gave_is_refused_in_one_line(server, tool, offs
     [
         ("search", {"query": "cache", "mode": "sparse", "top_k": 50}),
         ("sql", {"query": "SELECT repeat('x', 400) FROM issues", "max_rows": 1000}),
+        ("fetch", {"handles": [R + f"#{n}" for n in range(1, 41)]}),
     ],
 )
 def test_a_continuation_from_another_snapshot_is_refused_saying_to_ask_again(
@@ -399,13 +404,69 @@ def test_a_continuation_from_another_snapshot_is_refused_saying_to_ask_again(
     holder = SnapshotHolder(current=open_snapshot(snapshot_dir, immutable=True))
     server = create_server(holder)
     monkeypatch.setenv("GHINDEX_MCP_MAX_TOKENS", "1000")
-    token = call(server, tool, arguments).structured_content["next_offset"]
-    assert not call(server, tool, dict(arguments, offset=token)).is_error
+    first = call(server, tool, arguments).structured_content
+    name, token = ("skip", first["next"]["skip"]) if tool == "fetch" else ("offset", None)
+    token = token or first["next_offset"]
+    assert not call(server, tool, dict(arguments, **{name: token})).is_error
 
     holder.replace(open_snapshot(other, immutable=True))
-    text = refused(call(server, tool, dict(arguments, offset=token)))
+    text = refused(call(server, tool, dict(arguments, **{name: token})))
     holder.stop()
 
-    again = {"search": "search again", "sql": "run it again"}[tool]
+    again = {"search": "search again", "sql": "run it again", "fetch": "fetch again"}[tool]
     assert "continues an answer from another snapshot" in text
-    assert text.endswith(f"{again} without offset")
+    assert text.endswith(f"{again} without {name}")
+
+
+# --------------------------------------------------------------------------- fetch's way on
+
+BUSY = 30  # comments on #1 of the busy snapshot
+
+
+@pytest.fixture(scope="module")
+def busy_server(tmp_path_factory):
+    """#1 with 30 comments, #2 and #3 with long bodies."""
+    config = settings_for(tmp_path_factory.mktemp("strict-busy") / "work")
+    busy = issue_node(
+        1,
+        body="A busy thread. " * 20,
+        comments=[comment_node(500 + i, body=f"Same here ({i}). " * 12) for i in range(BUSY)],
+    )
+    store_issues(config, [busy] + [issue_node(n, body="Long text. " * 150) for n in (2, 3)])
+    build(config)
+    holder = SnapshotHolder(current=open_snapshot(config.workdir, immutable=True))
+    yield create_server(holder)
+    holder.stop()
+
+
+_FETCHED = st.lists(
+    st.sampled_from([R + "#1", R + "#2", R + "#3", R + "#9"]), min_size=1, max_size=4, unique=True
+)
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES // 3, 5))
+@given(_FETCHED, st.integers(200, 6_000), st.integers(1_000, 3_000))
+def test_every_fetch_continuation_given_is_taken_to_the_end(
+    busy_server, monkeypatch, handles, max_chars, budget_tokens
+):
+    monkeypatch.setenv("GHINDEX_MCP_MAX_TOKENS", str(budget_tokens))
+    arguments: dict = {"handles": handles, "max_chars": max_chars}
+    read, comments = [], []
+    for _ in range(BUSY * 3):
+        result = call(busy_server, "fetch", arguments)
+        assert not result.is_error, result.content[0].text
+        body = result.structured_content
+        for item in body["items"]:
+            read.append(item["handle"])
+            comments += [int(c["url"].rsplit("-", 1)[1]) - 500 for c in item.get("comments", [])]
+            assert isinstance(item.get("next_skip", ""), str)
+        onward = body.get("next")
+        if onward is None:
+            break
+        assert isinstance(onward["skip"], str)  # a token, never a number
+        arguments = dict(arguments, **onward)
+
+    assert body.get("next") is None
+    assert sorted(set(read)) == sorted(h for h in handles if h != R + "#9")
+    if R + "#1" in handles:  # every comment, once, in order
+        assert comments == list(range(BUSY))

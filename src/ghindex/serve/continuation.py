@@ -9,6 +9,9 @@ the answer stopped; one from another snapshot (the server synced a newer one mea
 is refused in one line saying to ask again, rather than answered from a ranking of
 other items. Every token a tool gives, it takes: a position past what the tool pages
 through is not given as a token (the answer says to narrow the question instead).
+
+`fetch` goes on the same way: its `next.skip` (and the cut item's `next_skip`), pieces
+of the first handle already read, is a token of this kind, passed back as `skip`.
 """
 
 from __future__ import annotations
@@ -19,10 +22,25 @@ from typing import Any
 
 from ghindex.errors import GhindexError
 from ghindex.query.snapshot import Snapshot
+from ghindex.serve import budget
 
 TOKEN_CHARS = 20  # the longest token: a position of up to six digits, a dot, the tag
 _TOKEN = re.compile(r"([0-9]{1,6})\.([0-9a-f]{8})")
-_AGAIN = {"search": "search again", "related": "ask for related again", "sql": "run it again"}
+_AGAIN = {
+    "search": "search again",
+    "related": "ask for related again",
+    "sql": "run it again",
+    "fetch": "fetch again",
+}
+# the argument a tool takes a continuation as, and where its answer gives one
+_ARGUMENT = {"fetch": ("skip", "next.skip")}
+
+
+def argument(tool: str | None) -> tuple[str, str, str]:
+    """The argument `tool` takes a continuation as, the answer field that gives it, and
+    what to do when one is refused (without that argument)."""
+    name, field = _ARGUMENT.get(tool or "", ("offset", "next_offset"))
+    return name, field, _AGAIN.get(tool or "", "ask again")
 
 
 def _tag(snapshot: Snapshot, tool: str) -> str:
@@ -37,21 +55,29 @@ def start(given: str | None, snapshot: Snapshot, tool: str, most: int) -> int:
     if given is None:
         return 0
     found = _TOKEN.fullmatch(given)
-    again = _AGAIN.get(tool, "ask again")
+    name, field, again = argument(tool)
     if found is None:
         raise GhindexError(
-            f"{tool}: offset {given[:40]!r} is not a continuation: pass a previous answer's "
-            "next_offset as it was given, or leave offset out to start"
+            f"{tool}: {name} {given[:40]!r} is not a continuation: pass a previous answer's "
+            f"{field} as it was given, or {again} without {name}"
         )
     if found.group(2) != _tag(snapshot, tool):
         raise GhindexError(
-            f"{tool}: offset {given!r} continues an answer from another snapshot (or another "
-            f"tool) than the one served now ({snapshot.snapshot_id}): {again} without offset"
+            f"{tool}: {name} {given!r} continues an answer from another snapshot (or another "
+            f"tool) than the one served now ({snapshot.snapshot_id}): {again} without {name}"
         )
     position = int(found.group(1))
     if position > most:  # not one this tool gave: it gives none past `most`
-        raise GhindexError(f"{tool}: offset {given!r} is past the last this tool goes on from")
+        raise GhindexError(
+            f"{tool}: {name} {given!r} is past the last this tool goes on from: "
+            f"{again} without {name}"
+        )
     return position
+
+
+def token(position: int, snapshot: Snapshot, tool: str) -> str:
+    """The token `tool` gives for `position` on `snapshot`, which `start` takes back."""
+    return f"{position}.{_tag(snapshot, tool)}"
 
 
 def tokened(answer: dict[str, Any], snapshot: Snapshot, tool: str, most: int) -> dict[str, Any]:
@@ -68,8 +94,29 @@ def tokened(answer: dict[str, Any], snapshot: Snapshot, tool: str, most: int) ->
             f"; the rest lies past the {most:,} this tool pages through: narrow the question"
         )
         return answer
-    token = f"{position}.{_tag(snapshot, tool)}"
-    answer["next_offset"] = token
+    given = token(position, snapshot, tool)
+    answer["next_offset"] = given
     if reason:
-        answer["truncated_reason"] = reason.replace(f"offset={position}", f'offset="{token}"')
+        answer["truncated_reason"] = reason.replace(f"offset={position}", f'offset="{given}"')
+    return answer
+
+
+def fetch_tokened(answer: dict[str, Any], snapshot: Snapshot, most: int) -> dict[str, Any]:
+    """`fetch`'s `answer` with its `next.skip` and the cut item's `next_skip` (positions)
+    given as tokens; past `most` the way on is left out, and the answer says why."""
+    onward = answer.get("next") if isinstance(answer.get("next"), dict) else {}
+    items = [item for item in answer.get("items") or [] if isinstance(item, dict)]
+    for place, key in [(onward, "skip")] + [(item, "next_skip") for item in items]:
+        position = place.get(key)
+        if not isinstance(position, int) or isinstance(position, bool):
+            continue
+        if position <= most:
+            place[key] = token(position, snapshot, "fetch")
+            continue
+        del place[key]
+        if place is onward:
+            del answer["next"]
+            first = onward["handles"][0]
+            said = f"the rest of {first} lies past piece {most:,}, the last fetch goes on from"
+            budget.say(answer, said)
     return answer

@@ -110,23 +110,35 @@ OffsetNote = (
     "Where the answer goes on: a previous answer's `next_offset`, as it was given (a token "
     "bound to the snapshot; leave it out to start)."
 )
+SkipNote = (
+    "Where the first handle goes on: a previous answer's `next.skip`, as it was given (a "
+    "token bound to the snapshot; leave it out to start)."
+)
 
 
-def _token_argument(value: Any) -> Any:
-    """A continuation is the token an answer gave, never a number an agent made up."""
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(
-        f"offset must be a previous answer's next_offset as it was given (a string such as "
-        f'"20.1a2b3c4d"), not {value!r:.40}'
-    )
+def _continuation(tool: str | None, note: str) -> Any:
+    """The argument `tool` (None: any tool that goes on from an `offset`) takes a
+    continuation as: the token an answer gave, never a number an agent made up
+    (`continuation.py`)."""
+    name, field, again = continuation.argument(tool)
+
+    def token_argument(value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        raise ValueError(
+            f"{name} must be a previous answer's {field} as it was given (a string such as "
+            f'"20.1a2b3c4d"), not {value!r:.40}: {again} without {name}'
+        )
+
+    return Annotated[
+        str | None,
+        BeforeValidator(token_argument),
+        Field(max_length=continuation.TOKEN_CHARS, description=note),
+    ]
 
 
-Offset = Annotated[
-    str | None,
-    BeforeValidator(_token_argument),
-    Field(max_length=continuation.TOKEN_CHARS, description=OffsetNote),
-]
+Offset = _continuation(None, OffsetNote)
+Skip = _continuation("fetch", SkipNote)
 
 
 class StrictServer(MCPServer):
@@ -262,14 +274,7 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
         max_chars: Annotated[
             int, whole(200, 200_000, "Budget of the whole answer, in characters.")
         ] = 20_000,
-        skip: Annotated[
-            int,
-            whole(
-                0,
-                limits.MAX_OFFSET,
-                "Pieces of the first handle already read: a previous answer's `next.skip`.",
-            ),
-        ] = 0,
+        skip: Skip = None,
     ) -> dict[str, Any]:
         """The full stored content of items: an issue with its comments in order, a pull
         request with its reviews and review threads, a discussion with its answer, a
@@ -278,7 +283,9 @@ def create_server(holder: SnapshotHolder) -> StrictServer:
         is spent: `omitted` counts what was left out, and `next` gives the `handles` and
         `skip` that go on from there."""
         with holder.use() as snapshot:
-            return tools.fetch(snapshot, handles, max_chars, skip)
+            start = continuation.start(skip, snapshot, "fetch", limits.MAX_OFFSET)
+            found = tools.fetch(snapshot, handles, max_chars, start)
+            return continuation.fetch_tokened(found, snapshot, limits.MAX_OFFSET)
 
     @answer
     def related(
