@@ -54,6 +54,7 @@ STANDINS = {
     ),
     "google-github-actions/auth": ("google-auth", "fails: no local gs:// server"),
     "azure/login": ("azure-login", "fails: no local az:// server"),
+    "pypa/gh-action-pypi-publish": ("pypi-publish", "fails: no local package index"),
     "gh (GitHub's CLI)": ("bin/gh", "`gh api` against ActionsAPI, `gh repo list` on GraphQL"),
 }
 THIS_PROJECT = "ghindex/ghindex"
