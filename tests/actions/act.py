@@ -319,10 +319,12 @@ class Repository:
         inputs: dict[str, str] | None = None,
         secrets: dict[str, str] | None = None,
         run_id: int | None = None,
+        attempt: int = 1,
         record: bool = True,
     ) -> Run:
         """Run the workflow file for an event (`inputs`: a workflow_dispatch's, typed as
-        the workflow declares them); record the run as GitHub would list it."""
+        the workflow declares them); record the run as GitHub would list it. `run_id` and
+        `attempt` given run a run again, as far as act can: every job, not only the failed."""
         if run_id is None:
             run_id, self.next_run = self.next_run, self.next_run + 1
         home = self.tmp / f"runner-{run_id}-{time.monotonic_ns()}"  # a fresh runner
@@ -348,6 +350,7 @@ class Repository:
             "GITHUB_API_URL": self.api.url,
             "GITHUB_GRAPHQL_URL": self.github.url,
             "GITHUB_RUN_ID": str(run_id),
+            "GITHUB_RUN_ATTEMPT": str(attempt),
             "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/{workflow}@refs/heads/main",
             "GHINDEX_HTTP_RETRIES": "0",
             "STANDIN_TOOLS": str(STANDIN_FOLDER),
