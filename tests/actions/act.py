@@ -388,7 +388,8 @@ class Repository:
         )
         seconds = time.monotonic() - started
         log = done.stdout + done.stderr
-        (self.tmp / f"run-{run_id}.log").write_text(f"{log}act wall {seconds:.2f}\n")
+        name = f"run-{run_id}.log" if attempt == 1 else f"run-{run_id}-{attempt}.log"
+        (self.tmp / name).write_text(f"{log}act wall {seconds:.2f}\n")
         if done.returncode != 0 and not re.search(r"^\[[^\]]+\] ⭐ Run ", log, flags=re.M):
             last = (log.strip().splitlines() or ["no output"])[-1]
             pytest.fail(f"act ran no job of {workflow} on this host: {last}", pytrace=False)
