@@ -54,6 +54,7 @@ STANDINS = {
     ),
     "google-github-actions/auth": ("google-auth", "fails: no local gs:// server"),
     "azure/login": ("azure-login", "fails: no local az:// server"),
+    "pypa/gh-action-pypi-publish": ("pypi-publish", "fails: no local package index"),
     "gh (GitHub's CLI)": ("bin/gh", "`gh api` against ActionsAPI, `gh repo list` on GraphQL"),
 }
 THIS_PROJECT = "ghindex/ghindex"
@@ -318,10 +319,12 @@ class Repository:
         inputs: dict[str, str] | None = None,
         secrets: dict[str, str] | None = None,
         run_id: int | None = None,
+        attempt: int = 1,
         record: bool = True,
     ) -> Run:
         """Run the workflow file for an event (`inputs`: a workflow_dispatch's, typed as
-        the workflow declares them); record the run as GitHub would list it."""
+        the workflow declares them); record the run as GitHub would list it. `run_id` and
+        `attempt` given run a run again, as far as act can: every job, not only the failed."""
         if run_id is None:
             run_id, self.next_run = self.next_run, self.next_run + 1
         home = self.tmp / f"runner-{run_id}-{time.monotonic_ns()}"  # a fresh runner
@@ -347,6 +350,7 @@ class Repository:
             "GITHUB_API_URL": self.api.url,
             "GITHUB_GRAPHQL_URL": self.github.url,
             "GITHUB_RUN_ID": str(run_id),
+            "GITHUB_RUN_ATTEMPT": str(attempt),
             "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/{workflow}@refs/heads/main",
             "GHINDEX_HTTP_RETRIES": "0",
             "STANDIN_TOOLS": str(STANDIN_FOLDER),
@@ -384,7 +388,8 @@ class Repository:
         )
         seconds = time.monotonic() - started
         log = done.stdout + done.stderr
-        (self.tmp / f"run-{run_id}.log").write_text(f"{log}act wall {seconds:.2f}\n")
+        name = f"run-{run_id}.log" if attempt == 1 else f"run-{run_id}-{attempt}.log"
+        (self.tmp / name).write_text(f"{log}act wall {seconds:.2f}\n")
         if done.returncode != 0 and not re.search(r"^\[[^\]]+\] ⭐ Run ", log, flags=re.M):
             last = (log.strip().splitlines() or ["no output"])[-1]
             pytest.fail(f"act ran no job of {workflow} on this host: {last}", pytrace=False)

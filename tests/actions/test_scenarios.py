@@ -10,11 +10,13 @@ import re
 import subprocess
 import sys
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from act import ROOT
 
+from ghindex.snapshot.layout import Manifest, blob_path
 from testkit.github_server import comment_node, issue_node
 
 pytestmark = pytest.mark.slow
@@ -165,6 +167,23 @@ def objects(s3, bucket_name: str = "my-ghindex-bucket") -> dict[str, str]:
     return {o["Key"]: o["ETag"] for o in listed}
 
 
+def age(bucket_name: str, by: timedelta) -> None:
+    """Move every object's modification time back, as a store ages between runs (moto
+    serves S3 from this process: its keys are the server's own)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    for key in s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[bucket_name].keys.values():
+        key.last_modified -= by
+
+
+def manifest_blobs(s3, snapshot_id: str) -> set[str]:
+    body = s3.get_object(
+        Bucket="my-ghindex-bucket", Key=f"ghindex/snapshots/{snapshot_id}/manifest.json"
+    )["Body"].read()
+    return {f"ghindex/{blob_path(d)}" for d in Manifest.from_bytes(body, snapshot_id).blobs()}
+
+
 def s3_env(endpoint: str) -> dict[str, str]:
     import os
 
@@ -184,7 +203,11 @@ def test_3_the_s3_example_publishes_moves_only_changes_and_a_full_run_confirms_d
         Bucket="my-ghindex-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
     )
     serve_tiny_repo(github)
-    repository.make_clone({"ghindex.yml": S3_EXAMPLE})
+    # keep 2 in place of the example's 10, so three runs leave one snapshot to remove
+    assert S3_EXAMPLE.count("      keep: 10\n") == 1
+    repository.make_clone(
+        {"ghindex.yml": S3_EXAMPLE.replace("      keep: 10\n", "      keep: 2\n")}
+    )
     store = "s3://my-ghindex-bucket/ghindex"
 
     first = repository.act("ghindex.yml", "schedule", {"schedule": "17 3 * * *"})
@@ -194,6 +217,7 @@ def test_3_the_s3_example_publishes_moves_only_changes_and_a_full_run_confirms_d
     latest = s3.get_object(Bucket="my-ghindex-bucket", Key="ghindex/LATEST")["Body"].read()
     assert latest.decode().strip() == snapshot
     assert repository.api.artifacts() == []  # a store: no snapshot artifact
+    age("my-ghindex-bucket", timedelta(days=2))  # the first run was two days ago
 
     github.repos["octo/hello"]["issues"][1].update(
         title="Greeting 2 is kind now", updatedAt="2024-02-01T00:00:00Z"
@@ -233,9 +257,23 @@ def test_3_the_s3_example_publishes_moves_only_changes_and_a_full_run_confirms_d
     )
     handles = [row["handle"] for row in json.loads(pulled.stdout)["rows"]]
     assert handles == ["octo/hello#1", "octo/hello#2"]
-    # keep: 10 with 24 hours' grace: all three snapshots of the last minutes stay
-    manifests = [k for k in objects(s3) if k.endswith("manifest.json")]
-    assert len(manifests) == 3
+    # keep: 2 after the third publish: the first snapshot goes with its pointer
+    # generation and the pieces only it named (two days old, past the 24 hours' grace);
+    # the two newest stay whole
+    middle = second.output("snapshot-id", "Build and publish")
+    left = set(objects(s3))
+    manifests = {k for k in left if k.endswith("manifest.json")}
+    assert manifests == {f"ghindex/snapshots/{s}/manifest.json" for s in (middle, final)}
+    needed = manifest_blobs(s3, middle) | manifest_blobs(s3, final)
+    assert {k for k in left if k.startswith("ghindex/blobs/")} == needed
+    only_first = {k for k in before if k.startswith("ghindex/blobs/")} - needed
+    assert only_first and not only_first & left  # the first one's own pieces were removed
+    generations = sorted(k for k in left if k.startswith("ghindex/refs/latest/"))
+    named = [
+        json.loads(s3.get_object(Bucket="my-ghindex-bucket", Key=k)["Body"].read())
+        for k in generations
+    ]
+    assert [r["snapshot_id"] for r in named] == [middle, final]
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -357,7 +395,9 @@ def workflow_outputs(run) -> dict[str, str]:
     return dict(zip(["snapshot-id", "embedded", "counts"], found, strict=True))
 
 
-def test_6_min_interval_skips_an_event_run_but_never_a_scheduled_one(repository, github):
+def test_6_min_interval_skips_an_event_run_but_never_a_scheduled_or_dispatched_one(
+    repository, github
+):
     serve_tiny_repo(github)
     repository.make_clone({"ghindex.yml": calling_index_with(**{"min-interval": "60"})})
     first = repository.act("ghindex.yml", "push", {"ref": "refs/heads/main"})
@@ -385,6 +425,17 @@ def test_6_min_interval_skips_an_event_run_but_never_a_scheduled_one(repository,
     store = repository.artifact("ghindex-snapshot", scheduled)
     assert (store / "LATEST").read_text().strip() == outputs["snapshot-id"]
     assert outputs["snapshot-id"] != first.output("snapshot-id", "Build and publish")
+
+    # on demand, minutes after the scheduled run: inside the interval, and it runs
+    dispatched = repository.act("ghindex.yml", "workflow_dispatch", inputs={"full": "false"})
+
+    assert dispatched.returncode == 0, dispatched.log[-6000:]
+    assert "skipped:" not in dispatched.log
+    on_demand = workflow_outputs(dispatched)
+    assert on_demand["embedded"] == "0"
+    store = repository.artifact("ghindex-snapshot", dispatched)
+    assert (store / "LATEST").read_text().strip() == on_demand["snapshot-id"]
+    assert on_demand["snapshot-id"] != outputs["snapshot-id"]
 
 
 def test_4_a_first_build_above_shard_above_embeds_in_parallel_jobs_and_publishes_once(
@@ -516,13 +567,31 @@ def test_5_an_embedding_job_stopped_by_embed_minutes_hands_on_and_a_rerun_goes_o
     )
     assert "ghindex-snapshot" not in vectors  # nothing published
 
-    # the same run again (its artifacts, named by the run, are still there)
-    again = repository.act("ghindex.yml", "push", {"ref": "refs/heads/main"}, run_id=first.run_id)
+    # "Re-run failed jobs" as near as act comes: the same run, its second attempt, with the
+    # first attempt's artifacts (named by the run) still there. act has no such command and
+    # runs every job again; the index job, kept on GitHub, plans the same shards and
+    # embeds nothing, so running it again changes nothing the embedding jobs are given.
+    again = repository.act(
+        "ghindex.yml", "push", {"ref": "refs/heads/main"}, run_id=first.run_id, attempt=2
+    )
 
     assert again.returncode == 0, again.log[-6000:]
+    assert json.loads(again.output("shards", "Build and publish the snapshot")) == shards
+    assert int(again.output("to-embed", "Build and publish the snapshot")) == to_embed
+    for s in shards:  # each embedding job went on from its first attempt's vectors
+        assert re.search(
+            rf"^\[[^\]]*Embed shard {re.escape(s)}[^\]]*\]\s+✅\s+Success - Main Download what "
+            "an earlier attempt of this shard embedded",
+            again.log,
+            flags=re.M,
+        ), s
     finished = {s: int(again.output("embedded", f"Embed shard {s}")) for s in shards}
     assert finished == left  # only the rest: nothing embedded twice
     assert sum(stopped.values()) + sum(finished.values()) == to_embed
     outputs = workflow_outputs(again)
     assert outputs["embedded"] == "0"
+    # every job of both attempts together embedded each chunk once
+    assert sum(int(o.get("embedded", 0)) for r in (first, again) for o in r.outputs.values()) == (
+        to_embed
+    )
     assert json.loads(outputs["counts"])["issue"] == 600
