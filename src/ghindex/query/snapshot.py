@@ -415,8 +415,10 @@ class Snapshot(SnapshotFiles):
                     break
         body: dict[str, Any] = {"items": found, "not_found": missing}
         if left:
-            cut = found[-1] if found and found[-1]["handle"] == left[0] else None
-            body["next"] = {"handles": left, "skip": cut["next_skip"] if cut else 0}
+            # the last item read goes on inside itself only when it was cut (a handle
+            # asked for twice can be next without being cut)
+            cut = found[-1].get("next_skip") if found else None
+            body["next"] = {"handles": left, "skip": cut if cut is not None else 0}
         return body
 
     @_names_damage
