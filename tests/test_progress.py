@@ -320,7 +320,10 @@ def test_build_json_keeps_stdout_one_document_and_says_rows_embedded(
     embedded = json.loads(result.stdout)["embedded"]
     lines = [line for line in result.stderr.splitlines() if line.startswith("build:")]
     assert embedded == 2
-    assert lines == ["build: 0 / 2 rows embedded", "build: 2 / 2 rows embedded"]
+    # int8 encodes a text at a time (#49), so each row can be a step of its own
+    assert lines[0] == "build: 0 / 2 rows embedded"
+    assert lines[-1] == "build: 2 / 2 rows embedded"
+    assert set(lines) <= {f"build: {n} / 2 rows embedded" for n in (0, 1, 2)}
 
 
 @pytest.fixture(scope="module")
