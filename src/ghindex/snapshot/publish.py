@@ -263,12 +263,18 @@ def _checkpoint(state: Path) -> None:
     """Fold DuckDB's write-ahead log into the file, so the file alone is the state."""
     if not state.exists():
         return
+    import duckdb
+
     from ghindex.state import redaction
     from ghindex.state.database import open_state
 
     con = open_state(state)  # waits out a reader's short lock (a server copying it)
     try:
-        if redaction.index_stale(con) and (state.parent / INDEX_DIR).exists():
+        try:
+            stale = redaction.index_stale(con)
+        except duckdb.CatalogException:  # a table is missing: `_check_usable` names it next
+            stale = False
+        if stale and (state.parent / INDEX_DIR).exists():
             raise StateError(
                 "the stored text was redacted after the index was built, so the index may "
                 "still hold the raw text: run `ghindex build`, then publish"
