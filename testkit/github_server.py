@@ -946,6 +946,24 @@ def comment_node(database_id: int, body: str = "", **fields: Any) -> dict[str, A
     return node
 
 
+def serve_tiny_repo(github: GitHubServer, repo: str = "octo/hello") -> None:
+    """Three issues of `repo`, each with one comment: the repository the workflow tests index."""
+    github.add_repo(
+        repo,
+        issues=[
+            issue_node(
+                n,
+                repo=repo,
+                title=f"Greeting {n} is rude",
+                body=f"Greeting number {n} of {repo} sounds rude.",
+                updatedAt=f"2024-01-0{n}T00:00:00Z",
+                comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")],
+            )
+            for n in (1, 2, 3)
+        ],
+    )
+
+
 def review_node(database_id: int, state: str = "COMMENTED", **fields: Any) -> dict[str, Any]:
     """A pull request review (fragment ReviewPage)."""
     url = f"https://github.com/octo/hello/pull/2#pullrequestreview-{database_id}"

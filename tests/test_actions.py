@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 
 from ghindex import __version__
 from ghindex.cli import cli
-from testkit.github_server import comment_node, issue_node
+from testkit.github_server import issue_node, serve_tiny_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -461,23 +461,6 @@ def make_clone(path: Path) -> Path:
     git("commit", "-q", "-m", "Write the README")
     git("remote", "add", "origin", "https://github.com/octo/hello.git")
     return path
-
-
-def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
-    github.add_repo(
-        repo,
-        issues=[
-            issue_node(
-                n,
-                repo=repo,
-                title=f"Greeting {n} is rude",
-                body=f"Greeting number {n} of {repo} sounds rude.",
-                updatedAt=f"2024-01-0{n}T00:00:00Z",
-                comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")],
-            )
-            for n in (1, 2, 3)
-        ],
-    )
 
 
 @pytest.mark.slow

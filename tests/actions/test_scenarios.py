@@ -17,28 +17,11 @@ import pytest
 from act import ROOT
 
 from ghindex.snapshot.layout import Manifest, blob_path
-from testkit.github_server import comment_node, issue_node
+from testkit.github_server import issue_node, serve_tiny_repo
 
 pytestmark = pytest.mark.slow
 ARTIFACT_EXAMPLE = (ROOT / "examples" / "artifact" / "ghindex.yml").read_text()
 S3_EXAMPLE = (ROOT / "examples" / "s3" / "ghindex.yml").read_text()
-
-
-def serve_tiny_repo(github, repo: str = "octo/hello") -> None:
-    github.add_repo(
-        repo,
-        issues=[
-            issue_node(
-                n,
-                repo=repo,
-                title=f"Greeting {n} is rude",
-                body=f"Greeting number {n} of {repo} sounds rude.",
-                updatedAt=f"2024-01-0{n}T00:00:00Z",
-                comments=[comment_node(n * 10, body=f"Confirmed: greeting {n} needs work.")],
-            )
-            for n in (1, 2, 3)
-        ],
-    )
 
 
 def ghindex(*args: str, cwd: Path) -> subprocess.CompletedProcess:
